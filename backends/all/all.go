@@ -1,0 +1,15 @@
+// Package all lists the built-in backends explicitly, so nothing registers itself through
+// init side effects.
+package all
+
+import (
+	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Backends returns a registry of every backend built into this binary.
+func Backends() *sandbox.Registry {
+	r := sandbox.NewRegistry()
+	r.Register(local.Name, local.New)
+	return r
+}

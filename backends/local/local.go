@@ -1,0 +1,155 @@
+// Package local runs commands on this host, as this user, through an in-process helper. It
+// gives no isolation beyond the policy gate and environment hygiene: use it in throwaway VMs.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Name is the backend's registry name.
+const Name = "local"
+
+// Backend runs sessions on the host.
+type Backend struct {
+	opts     sandbox.FactoryOptions
+	stateDir string
+	shell    string
+	cwd      string
+	env      []string
+}
+
+// New builds the local backend from the configuration.
+func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	cfg := opts.Config
+	if opts.StateDir == "" {
+		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
+	}
+	cwd := cfg.Terminal.Cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	return &Backend{
+		opts:     opts,
+		stateDir: filepath.Join(opts.StateDir, "local"),
+		shell:    string(cfg.Terminal.Shell),
+		cwd:      cwd,
+		env:      sandbox.FilterEnv(opts.Environ, cfg.Terminal.EnvPassthrough),
+	}, nil
+}
+
+// Name returns "local".
+func (b *Backend) Name() string { return Name }
+
+// Capabilities reports what local sessions do.
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
+		Network:   true}
+}
+
+// Close releases nothing: local sessions hold no shared resources.
+func (b *Backend) Close() error { return nil }
+
+func (b *Backend) sessionDir(name string) string { return filepath.Join(b.stateDir, name) }
+
+// Open returns the named session; its state lives in the state directory, so a later process
+// finds the same working directory and environment.
+func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
+	dir := b.sessionDir(name)
+	start := func(ctx context.Context) (channel.Started, error) {
+		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd})
+		if err != nil {
+			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
+		}
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			err := srv.Serve(inR, outW)
+			outW.CloseWithError(errors.Join(err, io.EOF))
+			inR.Close()
+		}()
+		closeFn := func() error {
+			inW.Close()
+			<-done
+			return nil
+		}
+		c, err := agent.NewClient(ctx, outR, inW, closeFn)
+		if err != nil {
+			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
+		}
+		return channel.Started{Client: c}, nil
+	}
+	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
+		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger}), nil
+}
+
+// Sessions lists the sessions with saved state.
+func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
+	entries, err := os.ReadDir(b.stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: list sessions: %w", err)
+	}
+	var out []sandbox.SessionInfo
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		info := sandbox.SessionInfo{Name: e.Name(), Backend: Name, State: "idle"}
+		p := filepath.Join(b.stateDir, e.Name(), "state.json")
+		if fi, err := os.Stat(p); err == nil {
+			info.Used = fi.ModTime()
+			var st struct {
+				Cwd string `json:"cwd"`
+			}
+			if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &st) == nil {
+				info.Cwd = st.Cwd
+			}
+		}
+		if fi, err := e.Info(); err == nil {
+			info.Created = fi.ModTime()
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Remove kills the session's background jobs and deletes its state.
+func (b *Backend) Remove(ctx context.Context, name string) error {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
+	}
+	dir := b.sessionDir(name)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
+	}
+	agent.KillJobs(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
+	}
+	return nil
+}
+
+var (
+	_ sandbox.Backend        = (*Backend)(nil)
+	_ sandbox.SessionManager = (*Backend)(nil)
+)

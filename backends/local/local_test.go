@@ -1,0 +1,25 @@
+package local_test
+
+import (
+	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	state := t.TempDir()
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend {
+			cfg := config.NewConfig()
+			b, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: state,
+				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state, "SECRET_TOKEN=nope"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+	})
+}

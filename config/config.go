@@ -1,0 +1,345 @@
+// Package config loads, validates and edits the hermes-sandbox configuration.
+//
+// Settings live in one YAML file, $XDG_CONFIG_HOME/hermes-sandbox/config.yaml
+// by default, with credentials in secrets.yaml beside it (mode 0600). They are
+// resolved in one place, in this order: defaults (NewConfig), the config file,
+// the secrets file, the environment (HERMES_SANDBOX_<SECTION>_<KEY>), flags
+// (applied by the caller with SetValue or by assigning fields), and finally
+// Validate. Decoding is strict: an unknown key is an error that names the key,
+// its line and the closest valid key.
+//
+// Each section is a plain struct with Go-typed fields (time.Duration, Size,
+// enums, Secret) that backends use directly, e.g. cfg.Docker or cfg.SSH.
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration. Build one with NewConfig or Load.
+type Config struct {
+	Terminal    TerminalConfig    `yaml:"terminal"`
+	Docker      DockerConfig      `yaml:"docker"`
+	SSH         SSHConfig         `yaml:"ssh"`
+	Singularity SingularityConfig `yaml:"singularity"`
+	Modal       ModalConfig       `yaml:"modal"`
+	Daytona     DaytonaConfig     `yaml:"daytona"`
+	Vercel      VercelConfig      `yaml:"vercel"`
+	Approvals   ApprovalsConfig   `yaml:"approvals"`
+	Tools       ToolsConfig       `yaml:"tools"`
+	Loop        LoopConfig        `yaml:"loop"`
+	Audit       AuditConfig       `yaml:"audit"`
+	MCP         MCPConfig         `yaml:"mcp"`
+
+	path        string
+	secretsPath string
+	fileLoaded  bool
+	env         envMap
+	origins     map[string]origin
+}
+
+// TerminalConfig is the terminal section: which backend runs commands and how.
+type TerminalConfig struct {
+	Backend        Backend       `yaml:"backend"`         // auto picks the first usable backend
+	Timeout        time.Duration `yaml:"timeout"`         // per-command timeout
+	Cwd            string        `yaml:"cwd"`             // working directory; "" = backend default
+	Shell          Shell         `yaml:"shell"`           // auto, bash, sh or an absolute path
+	OutputLimit    int           `yaml:"output_limit"`    // max bytes of output returned per command
+	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
+	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
+}
+
+// DockerConfig is the docker section.
+type DockerConfig struct {
+	Image          string            `yaml:"image"`
+	NetworkEnabled bool              `yaml:"network_enabled"`
+	MemoryLimit    Size              `yaml:"memory_limit"`
+	CPUQuota       float64           `yaml:"cpu_quota"`  // number of CPUs (fractional allowed)
+	PidsLimit      int64             `yaml:"pids_limit"` // 0 = unlimited
+	ReadOnlyRootfs bool              `yaml:"read_only_rootfs"`
+	Privileged     bool              `yaml:"privileged"`
+	SecurityOpt    []string          `yaml:"security_opt"`
+	User           string            `yaml:"user"` // "" = image default
+	Cwd            string            `yaml:"cwd"`
+	Volumes        []string          `yaml:"volumes"` // host:container[:ro|rw]
+	Env            map[string]string `yaml:"env"`
+	EnvPassthrough []string          `yaml:"env_passthrough"`
+	GPUs           string            `yaml:"gpus"` // as for docker run --gpus; "" = none
+	ExtraHosts     []string          `yaml:"extra_hosts"`
+	Runtime        string            `yaml:"runtime"`      // e.g. runsc; "" = engine default
+	IdleTimeout    time.Duration     `yaml:"idle_timeout"` // 0 = never reap idle containers
+	PoolSize       int               `yaml:"pool_size"`    // pre-started containers; 0 = none
+	Host           string            `yaml:"host"`         // engine address; "" = DOCKER_HOST or default
+}
+
+// SSHConfig is the ssh section, plus the ssh secrets.
+type SSHConfig struct {
+	Host                  string        `yaml:"host"`
+	User                  string        `yaml:"user"` // "" = current user
+	Port                  int           `yaml:"port"`
+	Key                   string        `yaml:"key"` // local path; may start with ~
+	Cwd                   string        `yaml:"cwd"` // remote path; "~" is the remote home
+	PasswordAuth          bool          `yaml:"password_auth"`
+	StrictHostKeyChecking HostKeyPolicy `yaml:"strict_host_key_checking"`
+	ConnectTimeout        time.Duration `yaml:"connect_timeout"`
+	KnownHosts            string        `yaml:"known_hosts"` // local path; may start with ~
+	Keepalive             time.Duration `yaml:"keepalive"`   // 0 = no keepalives
+
+	Password      Secret `yaml:"password"`       // secrets.yaml
+	KeyPassphrase Secret `yaml:"key_passphrase"` // secrets.yaml
+}
+
+// SingularityConfig is the singularity (Apptainer) section.
+type SingularityConfig struct {
+	Image      string   `yaml:"image"`
+	Readonly   bool     `yaml:"readonly"`
+	Executable string   `yaml:"executable"` // "" = apptainer or singularity from PATH
+	Cwd        string   `yaml:"cwd"`
+	Binds      []string `yaml:"binds"` // src[:dst[:ro|rw]]
+}
+
+// ModalConfig is the modal section, plus the Modal secrets.
+type ModalConfig struct {
+	Image        string        `yaml:"image"`
+	GPU          string        `yaml:"gpu"`
+	App          string        `yaml:"app"`
+	CPU          float64       `yaml:"cpu"`    // 0 = provider default
+	MemoryMiB    int           `yaml:"memory"` // MiB; 0 = provider default
+	Timeout      time.Duration `yaml:"timeout"`
+	BlockNetwork bool          `yaml:"block_network"`
+
+	TokenID     Secret `yaml:"token_id"`     // secrets.yaml or MODAL_TOKEN_ID
+	TokenSecret Secret `yaml:"token_secret"` // secrets.yaml or MODAL_TOKEN_SECRET
+}
+
+// DaytonaConfig is the daytona section, plus the Daytona secret.
+type DaytonaConfig struct {
+	Image           string        `yaml:"image"`    // set image or snapshot, not both
+	Snapshot        string        `yaml:"snapshot"` //
+	AutoStop        time.Duration `yaml:"auto_stop"`
+	APIURL          string        `yaml:"api_url"` // "" = provider default
+	Target          string        `yaml:"target"`
+	CPU             int           `yaml:"cpu"`    // 0 = provider default
+	MemoryGiB       int           `yaml:"memory"` // GiB; 0 = provider default
+	NetworkBlockAll bool          `yaml:"network_block_all"`
+
+	APIKey Secret `yaml:"api_key"` // secrets.yaml or DAYTONA_API_KEY
+}
+
+// VercelConfig is the vercel section, plus the Vercel secrets.
+type VercelConfig struct {
+	Runtime   string        `yaml:"runtime"`
+	ProjectID string        `yaml:"project_id"`
+	TeamID    string        `yaml:"team_id"`
+	VCPUs     int           `yaml:"vcpus"` // 0 = provider default
+	Timeout   time.Duration `yaml:"timeout"`
+	APIURL    string        `yaml:"api_url"` // "" = provider default
+
+	Token     Secret `yaml:"token"`      // secrets.yaml or VERCEL_TOKEN
+	OIDCToken Secret `yaml:"oidc_token"` // secrets.yaml or VERCEL_OIDC_TOKEN
+}
+
+// ApprovalsConfig is the approvals section.
+type ApprovalsConfig struct {
+	Mode             ApprovalMode  `yaml:"mode"`
+	Timeout          time.Duration `yaml:"timeout"`
+	CommandAllowlist []string      `yaml:"command_allowlist"`
+}
+
+// ToolsConfig is the tools section: which tools are offered to the agent.
+type ToolsConfig struct {
+	ShellExecute  bool `yaml:"shell_execute"`
+	CodeExecution bool `yaml:"code_execution"`
+	FileWrite     bool `yaml:"file_write"`
+	FileSystem    bool `yaml:"file_system"`
+}
+
+// LoopConfig is the loop section.
+type LoopConfig struct {
+	MaxToolCalls int `yaml:"max_tool_calls"` // 0 = unlimited
+}
+
+// AuditConfig is the audit section.
+type AuditConfig struct {
+	Enabled        bool       `yaml:"enabled"`
+	Level          AuditLevel `yaml:"level"`
+	LogDestination string     `yaml:"log_destination"` // local path; may start with ~
+}
+
+// MCPConfig is the mcp section.
+type MCPConfig struct {
+	Listen string `yaml:"listen"` // host:port
+}
+
+// NewConfig returns the defaults.
+func NewConfig() *Config {
+	return &Config{
+		Terminal: TerminalConfig{
+			Backend:        BackendAuto,
+			Timeout:        180 * time.Second,
+			Shell:          ShellAuto,
+			OutputLimit:    50000,
+			EnvPassthrough: []string{},
+		},
+		Docker: DockerConfig{
+			Image:          "python:3.12-slim",
+			MemoryLimit:    512 * Mebibyte,
+			CPUQuota:       1.0,
+			PidsLimit:      256,
+			ReadOnlyRootfs: true,
+			SecurityOpt:    []string{"no-new-privileges:true"},
+			User:           "1000:1000",
+			Cwd:            "/workspace",
+			Volumes:        []string{},
+			Env:            map[string]string{},
+			EnvPassthrough: []string{},
+			ExtraHosts:     []string{},
+			IdleTimeout:    30 * time.Minute,
+		},
+		SSH: SSHConfig{
+			Port:                  22,
+			Key:                   "~/.ssh/id_ed25519",
+			Cwd:                   "~",
+			StrictHostKeyChecking: HostKeyAcceptNew,
+			ConnectTimeout:        10 * time.Second,
+			KnownHosts:            "~/.ssh/known_hosts",
+			Keepalive:             15 * time.Second,
+		},
+		Singularity: SingularityConfig{Readonly: true, Binds: []string{}},
+		Modal: ModalConfig{
+			Image:        "python:3.12-slim",
+			App:          "hermes-sandbox",
+			Timeout:      time.Hour,
+			BlockNetwork: true,
+		},
+		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true},
+		Vercel:  VercelConfig{Runtime: "python3.13", Timeout: 45 * time.Minute},
+		Approvals: ApprovalsConfig{
+			Mode:             ApprovalManual,
+			Timeout:          300 * time.Second,
+			CommandAllowlist: []string{},
+		},
+		Tools: ToolsConfig{ShellExecute: true, CodeExecution: true, FileWrite: true, FileSystem: true},
+		Audit: AuditConfig{
+			Enabled:        true,
+			Level:          AuditFull,
+			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
+		},
+		MCP: MCPConfig{Listen: "127.0.0.1:8765"},
+	}
+}
+
+// Path returns the config file this Config was loaded from (or would have
+// been, had it existed); "" for a Config from NewConfig.
+func (c *Config) Path() string { return c.path }
+
+// SecretsPath returns the secrets file beside Path; "" for a Config from NewConfig.
+func (c *Config) SecretsPath() string { return c.secretsPath }
+
+// FileLoaded reports whether the config file existed and was read.
+func (c *Config) FileLoaded() bool { return c.fileLoaded }
+
+// StateDir returns terminal.state_dir with ~ expanded, or the default
+// $XDG_STATE_HOME/hermes-sandbox (fallback ~/.local/state/hermes-sandbox)
+// when it is empty. The XDG and HOME variables come from the environment
+// given to Load, or the process environment for NewConfig.
+func (c *Config) StateDir() string {
+	lookup := c.env.lookup
+	if c.env.m == nil {
+		lookup = os.LookupEnv
+	}
+	home, _ := lookup("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	if c.Terminal.StateDir != "" {
+		return expandHomeWith(c.Terminal.StateDir, home)
+	}
+	if x, _ := lookup("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, appName)
+	}
+	return filepath.Join(home, ".local", "state", appName)
+}
+
+const appName = "hermes-sandbox"
+
+// Source says where a setting's effective value came from.
+type Source string
+
+// Sources, from lowest to highest precedence.
+const (
+	SourceDefault Source = "default"
+	SourceFile    Source = "file"    // config.yaml
+	SourceSecrets Source = "secrets" // secrets.yaml
+	SourceEnv     Source = "env"
+	SourceFlag    Source = "flag" // SetValue
+)
+
+type origin struct {
+	source Source
+	file   string
+	line   int
+	env    string
+}
+
+// Source reports where key's effective value came from. Unknown keys and
+// keys never set report SourceDefault.
+func (c *Config) Source(key string) Source {
+	if f, ok := lookupField(key); ok {
+		if o, ok := c.origins[f.key]; ok {
+			return o.source
+		}
+	}
+	return SourceDefault
+}
+
+func (c *Config) setOrigin(key string, o origin) {
+	if c.origins == nil {
+		c.origins = map[string]origin{}
+	}
+	c.origins[key] = o
+}
+
+// ErrInvalid matches every *Error with errors.Is.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Error is a configuration problem, located in a file (and line) or an env
+// var when that is known. It matches ErrInvalid with errors.Is, and unwraps
+// to its cause.
+type Error struct {
+	Op   string // "load config", "set config", "validate config", ...
+	File string // file that holds the bad setting, if any
+	Line int    // 1-based line in File; 0 if unknown
+	Env  string // env var that holds the bad setting, if any
+	Key  string // dotted key, if known
+	Err  error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	b.WriteString(": ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
+	}
+	if e.Env != "" {
+		b.WriteString("env " + e.Env + ": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInvalid.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }

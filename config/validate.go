@@ -1,0 +1,287 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Minimums enforced by Validate.
+const (
+	MinDockerMemory = 6 * Mebibyte // the engine refuses less
+	MinOutputLimit  = 1000
+	MaxModalTimeout = 24 * time.Hour
+)
+
+// Validate checks each value and the rules between values. It reports
+// every problem at once, joined; each is an *Error naming the key.
+func (c *Config) Validate() error { return joinErrors(c.validate()) }
+
+type validator struct{ errs []*Error }
+
+func (v *validator) failf(key, format string, args ...any) {
+	v.errs = append(v.errs, &Error{Op: "validate config", Key: key, Err: fmt.Errorf(key+": "+format, args...)})
+}
+
+func (v *validator) positive(key string, d time.Duration) {
+	if d <= 0 {
+		v.failf(key, "must be greater than 0, got %s", FormatDuration(d))
+	}
+}
+
+func (v *validator) nonNegative(key string, n int64) {
+	if n < 0 {
+		v.failf(key, "must not be negative, got %d", n)
+	}
+}
+
+func (v *validator) nonNegativeDuration(key string, d time.Duration) {
+	if d < 0 {
+		v.failf(key, "must not be negative, got %s (use 0 to disable)", FormatDuration(d))
+	}
+}
+
+func (v *validator) identifiers(key string, names []string) {
+	for _, n := range names {
+		if !isIdentifier(n) {
+			v.failf(key, "%q is not a valid environment variable name (letters, digits and _, not starting with a digit)", n)
+		}
+	}
+}
+
+func (v *validator) nonEmptyItems(key string, items []string) {
+	for _, it := range items {
+		if strings.TrimSpace(it) == "" {
+			v.failf(key, "empty entry")
+		}
+	}
+}
+
+func (v *validator) optionalAbs(key, p string) {
+	if p != "" && p != "~" && !strings.HasPrefix(p, "~/") && !filepath.IsAbs(p) {
+		v.failf(key, "%q must be an absolute path (or start with ~/)", p)
+	}
+}
+
+func (v *validator) optionalURL(key, s string) {
+	if s == "" {
+		return
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.failf(key, "%q is not an http(s) URL", s)
+	}
+}
+
+func (c *Config) validate() []*Error {
+	v := &validator{}
+	c.validateTerminal(v)
+	c.validateDocker(v)
+	c.validateSSH(v)
+	c.validateOthers(v)
+	return v.errs
+}
+
+func (c *Config) validateTerminal(v *validator) {
+	t := &c.Terminal
+	if !t.Backend.Valid() {
+		_, err := ParseBackend(string(t.Backend))
+		v.failf("terminal.backend", "%v", err)
+	}
+	v.positive("terminal.timeout", t.Timeout)
+	if _, err := ParseShell(string(t.Shell)); err != nil {
+		v.failf("terminal.shell", "%v", err)
+	}
+	if t.OutputLimit < MinOutputLimit {
+		v.failf("terminal.output_limit", "must be at least %d, got %d", MinOutputLimit, t.OutputLimit)
+	}
+	v.identifiers("terminal.env_passthrough", t.EnvPassthrough)
+	v.optionalAbs("terminal.state_dir", t.StateDir)
+}
+
+func (c *Config) validateDocker(v *validator) {
+	d := &c.Docker
+	if strings.TrimSpace(d.Image) == "" {
+		v.failf("docker.image", "must not be empty")
+	}
+	if d.MemoryLimit < MinDockerMemory {
+		v.failf("docker.memory_limit", "must be at least %s, got %s", MinDockerMemory, d.MemoryLimit)
+	}
+	if d.CPUQuota <= 0 {
+		v.failf("docker.cpu_quota", "must be greater than 0, got %s", formatFloat(d.CPUQuota))
+	}
+	v.nonNegative("docker.pids_limit", d.PidsLimit)
+	v.nonEmptyItems("docker.security_opt", d.SecurityOpt)
+	if d.Cwd != "" && !strings.HasPrefix(d.Cwd, "/") {
+		v.failf("docker.cwd", "%q must be an absolute path inside the container", d.Cwd)
+	}
+	for _, vol := range d.Volumes {
+		if err := checkVolume(vol); err != nil {
+			v.failf("docker.volumes", "%v", err)
+		}
+	}
+	for k := range d.Env {
+		if !isIdentifier(k) {
+			v.failf("docker.env", "%q is not a valid environment variable name", k)
+		}
+	}
+	v.identifiers("docker.env_passthrough", d.EnvPassthrough)
+	for _, h := range d.ExtraHosts {
+		name, addr, ok := strings.Cut(h, ":")
+		if !ok || name == "" || (addr != "host-gateway" && net.ParseIP(addr) == nil) {
+			v.failf("docker.extra_hosts", "%q: want NAME:IP or NAME:host-gateway", h)
+		}
+	}
+	v.nonNegativeDuration("docker.idle_timeout", d.IdleTimeout)
+	v.nonNegative("docker.pool_size", int64(d.PoolSize))
+	if d.Host != "" {
+		scheme, _, ok := strings.Cut(d.Host, "://")
+		if !ok || !slices.Contains([]string{"unix", "tcp", "ssh", "npipe", "http", "https"}, scheme) {
+			v.failf("docker.host", "%q: want unix://PATH, tcp://HOST:PORT or ssh://USER@HOST", d.Host)
+		}
+	}
+}
+
+// checkVolume checks a docker volume spec host:container[:ro|rw]. The host
+// side is an absolute path, a ~/ path or a named volume.
+func checkVolume(spec string) error {
+	parts := strings.Split(spec, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return fmt.Errorf("%q: want HOST:CONTAINER or HOST:CONTAINER:ro|rw", spec)
+	}
+	host, ctr := parts[0], parts[1]
+	switch {
+	case host == "":
+		return fmt.Errorf("%q: empty host path", spec)
+	case strings.HasPrefix(host, "/") || host == "~" || strings.HasPrefix(host, "~/"):
+	case strings.HasPrefix(host, "."):
+		return fmt.Errorf("%q: host path must be absolute (or start with ~/)", spec)
+	case !isVolumeName(host):
+		return fmt.Errorf("%q: host side must be an absolute path or a volume name", spec)
+	}
+	if !strings.HasPrefix(ctr, "/") {
+		return fmt.Errorf("%q: container path %q must be absolute", spec, ctr)
+	}
+	if len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw" {
+		return fmt.Errorf("%q: mode %q must be ro or rw", spec, parts[2])
+	}
+	return nil
+}
+
+func isVolumeName(s string) bool {
+	for i, r := range s {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || (r != '_' && r != '.' && r != '-')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isIdentifier(s string) bool {
+	for i, r := range s {
+		ok := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func (c *Config) validateSSH(v *validator) {
+	s := &c.SSH
+	if s.Port < 1 || s.Port > 65535 {
+		v.failf("ssh.port", "must be between 1 and 65535, got %d", s.Port)
+	}
+	if !s.StrictHostKeyChecking.Valid() {
+		_, err := ParseHostKeyPolicy(string(s.StrictHostKeyChecking))
+		v.failf("ssh.strict_host_key_checking", "%v", err)
+	}
+	v.positive("ssh.connect_timeout", s.ConnectTimeout)
+	v.nonNegativeDuration("ssh.keepalive", s.Keepalive)
+	if s.KnownHosts == "" {
+		v.failf("ssh.known_hosts", "must not be empty: host keys are always checked")
+	}
+	if strings.ContainsAny(s.Host, " \t/") {
+		v.failf("ssh.host", "%q is not a host name", s.Host)
+	}
+}
+
+func (c *Config) validateOthers(v *validator) {
+	sg := &c.Singularity
+	v.optionalAbs("singularity.cwd", sg.Cwd)
+	for _, b := range sg.Binds {
+		src, rest, _ := strings.Cut(b, ":")
+		dst, mode, hasMode := strings.Cut(rest, ":")
+		switch {
+		case src == "":
+			v.failf("singularity.binds", "%q: want SRC[:DST[:ro|rw]]", b)
+		case dst != "" && !strings.HasPrefix(dst, "/"):
+			v.failf("singularity.binds", "%q: destination %q must be absolute", b, dst)
+		case hasMode && mode != "ro" && mode != "rw":
+			v.failf("singularity.binds", "%q: mode %q must be ro or rw", b, mode)
+		}
+	}
+
+	m := &c.Modal
+	if strings.TrimSpace(m.Image) == "" {
+		v.failf("modal.image", "must not be empty")
+	}
+	if strings.TrimSpace(m.App) == "" {
+		v.failf("modal.app", "must not be empty")
+	}
+	if m.CPU < 0 {
+		v.failf("modal.cpu", "must not be negative, got %s", formatFloat(m.CPU))
+	}
+	v.nonNegative("modal.memory", int64(m.MemoryMiB))
+	v.positive("modal.timeout", m.Timeout)
+	if m.Timeout > MaxModalTimeout {
+		v.failf("modal.timeout", "must be at most %s, got %s", FormatDuration(MaxModalTimeout), FormatDuration(m.Timeout))
+	}
+
+	d := &c.Daytona
+	if d.Image != "" && d.Snapshot != "" {
+		v.failf("daytona.snapshot", "daytona.image and daytona.snapshot are both set; keep one (hermes-sandbox config unset daytona.image)")
+	}
+	v.nonNegativeDuration("daytona.auto_stop", d.AutoStop)
+	v.optionalURL("daytona.api_url", d.APIURL)
+	v.nonNegative("daytona.cpu", int64(d.CPU))
+	v.nonNegative("daytona.memory", int64(d.MemoryGiB))
+
+	vc := &c.Vercel
+	if strings.TrimSpace(vc.Runtime) == "" {
+		v.failf("vercel.runtime", "must not be empty")
+	}
+	v.nonNegative("vercel.vcpus", int64(vc.VCPUs))
+	v.positive("vercel.timeout", vc.Timeout)
+	v.optionalURL("vercel.api_url", vc.APIURL)
+
+	a := &c.Approvals
+	if !a.Mode.Valid() {
+		_, err := ParseApprovalMode(string(a.Mode))
+		v.failf("approvals.mode", "%v", err)
+	}
+	v.positive("approvals.timeout", a.Timeout)
+	v.nonEmptyItems("approvals.command_allowlist", a.CommandAllowlist)
+
+	v.nonNegative("loop.max_tool_calls", int64(c.Loop.MaxToolCalls))
+
+	au := &c.Audit
+	if !au.Level.Valid() {
+		_, err := ParseAuditLevel(string(au.Level))
+		v.failf("audit.level", "%v", err)
+	}
+	if au.Enabled && au.Level != AuditOff && strings.TrimSpace(au.LogDestination) == "" {
+		v.failf("audit.log_destination", "must not be empty while audit is enabled")
+	}
+
+	_, port, err := net.SplitHostPort(c.MCP.Listen)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		v.failf("mcp.listen", "%q: want HOST:PORT, e.g. 127.0.0.1:8765", c.MCP.Listen)
+	}
+}

@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Main is the helper's command line: `sandbox-agent serve --state DIR [--shell SH] [--cwd DIR]`.
+// It serves the protocol on stdin and stdout and returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "", "state directory of the session")
+	shell := fs.String("shell", "auto", "shell for scripts: auto, bash, sh or a path")
+	cwd := fs.String("cwd", "", "working directory of a fresh session")
+	envPrefix := fs.String("drop-env-prefix", "HERMES_AGENT_", "drop helper variables with this prefix from the session")
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR]")
+		return 2
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, *envPrefix) {
+			env = append(env, kv)
+		}
+	}
+	srv, err := NewServer(Options{StateDir: *state, Shell: *shell, Cwd: *cwd, Env: env})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if err := srv.Serve(stdin, stdout); err != nil {
+		fmt.Fprintln(stderr, "sandbox-agent:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,437 @@
+package agent
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	reasonTimeout   = "timeout"
+	reasonInterrupt = "interrupt"
+	reasonResize    = "resize"
+)
+
+// wrapper runs the user's script in the session's shell. The exit trap saves the working
+// directory and exported environment, so `cd` and `export` carry over, even when the script
+// calls exit. The script arrives in an environment variable (or a file, when large) so it is
+// never parsed by anything but the shell.
+const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE
+unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE
+trap '__hermes_rc=$?; { printf "%s\0" "$PWD"; export -p; } >"$__hermes_st" 2>/dev/null; exit $__hermes_rc' EXIT
+if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi
+`
+
+// largeScript is the size above which a script goes through a file: one environment string
+// may not exceed 128 KiB on Linux.
+const largeScript = 64 << 10
+
+type run struct {
+	s       *Server
+	id      uint32
+	proc    *os.Process
+	stdin   *os.File
+	stdinMu sync.Mutex
+
+	pty      *os.File // set for terminal sessions
+	killOnce sync.Once
+	reason   string
+	reasonMu sync.Mutex
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// prepared is a command ready to start.
+type prepared struct {
+	argv     []string
+	env      []string
+	cwd      string
+	stateF   string
+	scriptF  string
+	notFound string // set when argv[0] cannot be found: the message for stderr
+	exitCode int
+}
+
+func (s *Server) prepare(req RunRequest) (*prepared, error) {
+	cwd, env := s.state.snapshot()
+	if req.Dir != "" {
+		dir := s.resolve(req.Dir)
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return nil, fmt.Errorf("working directory %s: %w", req.Dir, errors.Unwrap(err))
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("working directory %s: not a directory: %w", req.Dir, errInvalid)
+		}
+		cwd = dir
+	}
+	if _, err := os.Stat(cwd); err != nil {
+		// The session's directory vanished; start from home, like a shell would complain.
+		cwd = homeOr(s.state.env, "/")
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("environment name %q: %w", k, errInvalid)
+		}
+		env = append(env, k+"="+string(v))
+	}
+	p := &prepared{cwd: cwd, env: env}
+	switch {
+	case req.Script != "" && len(req.Argv) > 0:
+		return nil, fmt.Errorf("both script and argv given: %w", errInvalid)
+	case len(req.Argv) > 0:
+		path, err := lookPath(string(req.Argv[0]), envGet(env, "PATH"), cwd)
+		if err != nil {
+			p.notFound, p.exitCode = err.Error(), 127
+			if errors.Is(err, os.ErrPermission) {
+				p.exitCode = 126
+			}
+			return p, nil
+		}
+		p.argv = append([]string{path}, stringsOf(req.Argv[1:])...)
+	default:
+		p.stateF = filepath.Join(s.opts.StateDir, "run-"+randomHex(8)+".state")
+		p.env = append(p.env, "__HERMES_STATE="+p.stateF)
+		if len(req.Script) > largeScript {
+			p.scriptF = filepath.Join(s.opts.StateDir, "run-"+randomHex(8)+".sh")
+			if err := os.WriteFile(p.scriptF, []byte(req.Script), 0o600); err != nil {
+				return nil, err
+			}
+			p.env = append(p.env, "__HERMES_SCRIPT_FILE="+p.scriptF)
+		} else {
+			p.env = append(p.env, "__HERMES_SCRIPT="+string(req.Script))
+		}
+		p.argv = []string{s.shell, "-c", wrapper, "hermes"}
+	}
+	return p, nil
+}
+
+func (p *prepared) cleanup() {
+	if p.stateF != "" {
+		os.Remove(p.stateF)
+	}
+	if p.scriptF != "" {
+		os.Remove(p.scriptF)
+	}
+}
+
+func (s *Server) startRun(id uint32, req RunRequest) {
+	p, err := s.prepare(req)
+	if err != nil {
+		s.sendErrFrom(id, err)
+		return
+	}
+	start := time.Now()
+	if p.notFound != "" {
+		_ = s.out.write(tStderr, id, []byte("hermes: "+p.notFound+"\n"))
+		_ = s.send(tExit, id, ExitInfo{Code: p.exitCode, Cwd: p.cwd, DurationNS: int64(time.Since(start))})
+		return
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		s.sendErrFrom(id, err)
+		return
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		s.sendErrFrom(id, err)
+		return
+	}
+	var stdinR, stdinW *os.File
+	if req.Stdin {
+		stdinR, stdinW, err = os.Pipe()
+	} else {
+		stdinR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		s.sendErrFrom(id, err)
+		return
+	}
+	proc, err := os.StartProcess(p.argv[0], p.argv, &os.ProcAttr{
+		Dir:   p.cwd,
+		Env:   p.env,
+		Files: []*os.File{stdinR, outW, errW},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		p.cleanup()
+		s.sendErrFrom(id, fmt.Errorf("start %s: %w", p.argv[0], err))
+		return
+	}
+	rn := &run{s: s, id: id, proc: proc, stdin: stdinW}
+	s.mu.Lock()
+	s.runs[id] = rn
+	s.mu.Unlock()
+	s.goTracked(func() { rn.wait(p, req, outR, errR, start) })
+}
+
+func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time.Time) {
+	s := rn.s
+	defer p.cleanup()
+	var pumps sync.WaitGroup
+	pump := func(r *os.File, typ frameType) {
+		defer pumps.Done()
+		defer r.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if s.out.write(typ, rn.id, buf[:n]) != nil {
+					// The client is gone; keep draining so the command is not blocked.
+					continue
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	pumps.Add(2)
+	go pump(outR, tStdout)
+	go pump(errR, tStderr)
+
+	var timer *time.Timer
+	if req.TimeoutMS > 0 {
+		timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() { rn.kill(reasonTimeout) })
+	}
+	// Wait without reaping, so the process group id cannot be reused while we clean up.
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, rn.proc.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	// Whatever the command left in its process group dies with it: a finished command leaves
+	// nothing running (background jobs are the way to keep a process).
+	_ = unix.Kill(-rn.proc.Pid, unix.SIGKILL)
+	ps, _ := rn.proc.Wait()
+	rn.closeStdin()
+
+	// A daemon that escaped the process group may still hold the pipes: stop reading soon.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	outR.SetReadDeadline(deadline)
+	errR.SetReadDeadline(deadline)
+	pumps.Wait()
+
+	s.mu.Lock()
+	delete(s.runs, rn.id)
+	s.mu.Unlock()
+
+	ex := ExitInfo{DurationNS: int64(time.Since(start))}
+	if ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			ex.Code = 128 + int(ws.Signal())
+			ex.Signal = unix.SignalName(ws.Signal())
+		} else {
+			ex.Code = ps.ExitCode()
+		}
+	}
+	rn.reasonMu.Lock()
+	switch rn.reason {
+	case reasonTimeout:
+		ex.Code, ex.TimedOut = 124, true
+	case reasonInterrupt:
+		ex.Code, ex.Interrupted = 130, true
+	}
+	rn.reasonMu.Unlock()
+
+	ex.Cwd = p.cwd
+	if p.stateF != "" {
+		if b, err := os.ReadFile(p.stateF); err == nil {
+			if cwd, env, err := parseTrapState(b); err == nil {
+				if err := s.state.update(cwd, env, fromBytesMap(req.Env)); err != nil {
+					_ = s.out.write(tStderr, rn.id, []byte("hermes: "+err.Error()+"\n"))
+				}
+				ex.Cwd = cwd
+			}
+		}
+	}
+	if ex.Cwd == "" {
+		ex.Cwd, _ = s.state.snapshot()
+	}
+	_ = s.send(tExit, rn.id, ex)
+}
+
+func (rn *run) stdinFrame(f frame) {
+	rn.stdinMu.Lock()
+	defer rn.stdinMu.Unlock()
+	if rn.stdin == nil {
+		return
+	}
+	if f.typ == tEOF {
+		rn.stdin.Close()
+		rn.stdin = nil
+		return
+	}
+	if _, err := rn.stdin.Write(f.payload); err != nil {
+		// The command stopped reading; drop further input.
+		rn.stdin.Close()
+		rn.stdin = nil
+	}
+}
+
+func (rn *run) closeStdin() {
+	rn.stdinMu.Lock()
+	defer rn.stdinMu.Unlock()
+	if rn.stdin != nil {
+		rn.stdin.Close()
+		rn.stdin = nil
+	}
+}
+
+// kill ends the command's whole process tree; the first reason given wins.
+func (rn *run) kill(reason string) {
+	rn.killOnce.Do(func() {
+		rn.reasonMu.Lock()
+		rn.reason = reason
+		rn.reasonMu.Unlock()
+		killTree(rn.proc.Pid)
+	})
+}
+
+// killTree stops, then kills, pid's process group and every descendant of pid, including
+// those that moved to a process group of their own. Stopping first keeps the tree from
+// forking away while it is being collected.
+func killTree(pid int) {
+	seen := map[int]bool{}
+	for round := 0; round < 50; round++ {
+		_ = unix.Kill(-pid, unix.SIGSTOP)
+		fresh := 0
+		for _, p := range descendants(pid) {
+			if !seen[p] {
+				seen[p] = true
+				fresh++
+				_ = unix.Kill(p, unix.SIGSTOP)
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	_ = unix.Kill(-pid, unix.SIGKILL)
+	_ = unix.Kill(pid, unix.SIGKILL)
+	for p := range seen {
+		_ = unix.Kill(p, unix.SIGKILL)
+	}
+}
+
+// descendants lists the live descendants of pid from /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &p); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may contain spaces and parentheses: parse after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		var state byte
+		var ppid int
+		if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d", &state, &ppid); err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// lookPath finds a program like a shell does: a name with a slash is taken as a path
+// (relative to dir), otherwise PATH is searched.
+func lookPath(name, pathEnv, dir string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("empty command name: %w", errInvalid)
+	}
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("%s: No such file or directory", name)
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("%s: Permission denied: %w", name, os.ErrPermission)
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if p := filepath.Join(d, name); isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found", name)
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// jsonReply marshals v for a reply frame.
+func jsonReply(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+var _ io.Writer = (*os.File)(nil)

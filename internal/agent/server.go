@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Options configure a helper.
+type Options struct {
+	// StateDir holds the session's state file, job directories and scratch files. It is
+	// created 0700.
+	StateDir string
+	// Shell is the shell that runs scripts: a path, or "" / "auto" for bash when present,
+	// else sh.
+	Shell string
+	// Env is the environment a fresh session starts with (default: the helper's own).
+	Env []string
+	// Cwd is where a fresh session starts (default: $HOME, else the helper's directory).
+	Cwd string
+}
+
+// Server is the helper: it serves one client stream.
+type Server struct {
+	opts  Options
+	shell string
+	out   *frameWriter
+	state *sessionState
+
+	mu     sync.Mutex
+	runs   map[uint32]*run
+	writes map[uint32]*pendingWrite
+	wg     sync.WaitGroup
+}
+
+// NewServer prepares a helper; it loads saved state but starts nothing.
+func NewServer(opts Options) (*Server, error) {
+	if opts.StateDir == "" {
+		return nil, errors.New("agent: no state directory")
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: create state directory: %w", err)
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	shell, err := findShell(opts.Shell, opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	st, err := loadState(opts.StateDir, opts.Env, opts.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: opts, shell: shell, state: st, runs: map[uint32]*run{}, writes: map[uint32]*pendingWrite{}}, nil
+}
+
+func findShell(want string, env []string) (string, error) {
+	switch want {
+	case "", "auto":
+		for _, p := range []string{"/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh"} {
+			if isExecutable(p) {
+				return p, nil
+			}
+		}
+		return "", errors.New("agent: no shell found (looked for bash and sh in /bin and /usr/bin)")
+	case "bash", "sh":
+		if p, err := lookPath(want, envGet(env, "PATH"), "/"); err == nil {
+			return p, nil
+		}
+		return "", fmt.Errorf("agent: shell %q not found in PATH", want)
+	}
+	if !isExecutable(want) {
+		return "", fmt.Errorf("agent: shell %q is not an executable file", want)
+	}
+	return want, nil
+}
+
+// Serve speaks the protocol on r and w until r ends. When the client goes away, every
+// foreground command it started is killed with its whole process tree; background jobs stay.
+func (s *Server) Serve(r io.Reader, w io.Writer) error {
+	s.out = newFrameWriter(w)
+	if err := s.out.writeRaw(frameMagic); err != nil {
+		return err
+	}
+	home := envGet(s.state.envList(), "HOME")
+	hello := Hello{Version: Version, PID: os.Getpid(), Arch: runtime.GOARCH, Shell: s.shell,
+		StateDir: s.opts.StateDir, Home: home, Fresh: s.state.fresh}
+	if err := s.send(tHello, 0, hello); err != nil {
+		return err
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var err error
+	for {
+		var f frame
+		f, err = readFrame(br)
+		if err != nil {
+			break
+		}
+		s.dispatch(f)
+	}
+	s.mu.Lock()
+	for _, rn := range s.runs {
+		rn.kill(reasonInterrupt)
+	}
+	for id, pw := range s.writes {
+		pw.abort()
+		delete(s.writes, id)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) dispatch(f frame) {
+	switch f.typ {
+	case tRun:
+		var req RunRequest
+		if err := json.Unmarshal(f.payload, &req); err != nil {
+			s.sendErr(f.id, "invalid", "bad run request: "+err.Error())
+			return
+		}
+		if req.TTY {
+			s.startTTY(f.id, req)
+			return
+		}
+		s.startRun(f.id, req)
+	case tStdin, tEOF:
+		s.mu.Lock()
+		rn, pw := s.runs[f.id], s.writes[f.id]
+		s.mu.Unlock()
+		switch {
+		case rn != nil:
+			rn.stdinFrame(f)
+		case pw != nil:
+			s.writeFrame(f, pw)
+		}
+	case tData:
+		s.mu.Lock()
+		pw := s.writes[f.id]
+		s.mu.Unlock()
+		if pw != nil {
+			s.writeFrame(f, pw)
+		}
+	case tSignal:
+		var req SignalRequest
+		_ = json.Unmarshal(f.payload, &req)
+		s.mu.Lock()
+		rn := s.runs[f.id]
+		s.mu.Unlock()
+		switch {
+		case rn == nil:
+		case req.Reason == reasonResize:
+			rn.resize(req.Rows, req.Cols)
+		default:
+			rn.kill(req.Reason)
+		}
+	case tCall:
+		var req CallRequest
+		if err := json.Unmarshal(f.payload, &req); err != nil {
+			s.sendErr(f.id, "invalid", "bad call: "+err.Error())
+			return
+		}
+		s.call(f.id, req)
+	default:
+		s.sendErr(f.id, "invalid", fmt.Sprintf("unknown frame type %q", f.typ))
+	}
+}
+
+func (s *Server) send(typ frameType, id uint32, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.out.write(typ, id, b)
+}
+
+func (s *Server) sendErr(id uint32, kind, msg string) {
+	_ = s.send(tError, id, RemoteError{Kind: kind, Message: msg})
+}
+
+func (s *Server) sendErrFrom(id uint32, err error) {
+	kind := "io"
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		kind = "not_found"
+	case errors.Is(err, os.ErrExist):
+		kind = "exists"
+	case errors.Is(err, os.ErrPermission):
+		kind = "permission"
+	case errors.Is(err, errInvalid):
+		kind = "invalid"
+	}
+	s.sendErr(id, kind, err.Error())
+}
+
+var errInvalid = errors.New("invalid request")
+
+// go runs fn in a goroutine that Serve waits for.
+func (s *Server) goTracked(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// resolve makes p absolute against the session's working directory and expands a leading ~.
+func (s *Server) resolve(p string) string {
+	cwd, env := s.state.snapshot()
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = envGet(env, "HOME") + p[1:]
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cwd, p)
+	}
+	return filepath.Clean(p)
+}

@@ -1,0 +1,189 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// sessionState is the shell state that carries over between commands: the working directory
+// and the exported environment. It is saved after every script, so a new helper (a later CLI
+// run) picks it up.
+type sessionState struct {
+	mu    sync.Mutex
+	path  string
+	cwd   string
+	env   map[string]string
+	fresh bool
+}
+
+type savedState struct {
+	Cwd Bytes            `json:"cwd"`
+	Env map[string]Bytes `json:"env"`
+}
+
+func loadState(dir string, initialEnv []string, initialCwd string) (*sessionState, error) {
+	st := &sessionState{path: filepath.Join(dir, "state.json")}
+	b, err := os.ReadFile(st.path)
+	if err == nil {
+		var saved savedState
+		if err := json.Unmarshal(b, &saved); err == nil && saved.Env != nil {
+			st.cwd, st.env = string(saved.Cwd), fromBytesMap(saved.Env)
+			if fi, err := os.Stat(st.cwd); err != nil || !fi.IsDir() {
+				st.cwd = homeOr(st.env, "/")
+			}
+			return st, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("agent: read state: %w", err)
+	}
+	st.fresh = true
+	st.env = map[string]string{}
+	for _, kv := range initialEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			st.env[k] = v
+		}
+	}
+	st.cwd = initialCwd
+	if st.cwd == "" {
+		st.cwd = homeOr(st.env, "")
+	}
+	if st.cwd == "" {
+		st.cwd, _ = os.Getwd()
+	}
+	st.cwd = expandHome(st.cwd, st.env)
+	if err := os.MkdirAll(st.cwd, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: working directory %s: %w", st.cwd, err)
+	}
+	return st, st.save()
+}
+
+func homeOr(env map[string]string, def string) string {
+	if h := env["HOME"]; h != "" {
+		if fi, err := os.Stat(h); err == nil && fi.IsDir() {
+			return h
+		}
+	}
+	return def
+}
+
+func expandHome(p string, env map[string]string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return env["HOME"] + p[1:]
+	}
+	return p
+}
+
+func (st *sessionState) snapshot() (string, []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cwd, st.envListLocked()
+}
+
+func (st *sessionState) envList() []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.envListLocked()
+}
+
+func (st *sessionState) envListLocked() []string {
+	out := make([]string, 0, len(st.env))
+	for k, v := range st.env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// save writes the state atomically.
+func (st *sessionState) save() error {
+	b, err := json.Marshal(savedState{Cwd: Bytes(st.cwd), Env: toBytesMap(st.env)})
+	if err != nil {
+		return err
+	}
+	tmp := st.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("agent: save state: %w", err)
+	}
+	return os.Rename(tmp, st.path)
+}
+
+// update applies what a script's exit trap reported. keep names variables the command was
+// given for itself only: they are not carried over unless the script changed them.
+func (st *sessionState) update(cwd string, env map[string]string, perCommand map[string]string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for k, v := range perCommand {
+		if env[k] == v {
+			if old, ok := st.env[k]; ok {
+				env[k] = old
+			} else {
+				delete(env, k)
+			}
+		}
+	}
+	if cwd != "" {
+		st.cwd = cwd
+	}
+	st.env = env
+	return st.save()
+}
+
+// Variables the shell manages itself, or that belong to the helper's wrapper.
+var volatileVars = map[string]bool{"SHLVL": true, "PWD": true, "_": true}
+
+// parseTrapState reads what the wrapper's exit trap wrote: the working directory, a NUL, then
+// the output of `export -p` (bash, dash, ash and zsh forms).
+func parseTrapState(b []byte) (string, map[string]string, error) {
+	cwd, rest, ok := bytes.Cut(b, []byte{0})
+	if !ok {
+		return "", nil, errors.New("agent: incomplete state from the shell")
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(rest), "")
+	if err != nil {
+		return "", nil, fmt.Errorf("agent: parse exported environment: %w", err)
+	}
+	env := map[string]string{}
+	for _, stmt := range f.Stmts {
+		decl, ok := stmt.Cmd.(*syntax.DeclClause)
+		if !ok {
+			continue
+		}
+		for _, a := range decl.Args {
+			if a.Name == nil || a.Naked || a.Array != nil || a.Index != nil {
+				continue
+			}
+			name := a.Name.Value
+			if volatileVars[name] || strings.HasPrefix(name, "__HERMES") || strings.HasPrefix(name, "__hermes") {
+				continue
+			}
+			val := ""
+			if a.Value != nil {
+				// A fresh Config each time: expand mutates the one it is given.
+				if val, err = expand.Literal(&expand.Config{}, a.Value); err != nil {
+					continue
+				}
+			}
+			env[name] = val
+		}
+	}
+	return string(cwd), env, nil
+}
+
+func envGet(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// startTTY runs an interactive shell on a pseudo-terminal in the session's directory and
+// environment. Its output arrives as stdout frames; stdin frames are keystrokes. The session's
+// saved state is not changed by what happens in an interactive shell.
+func (s *Server) startTTY(id uint32, req RunRequest) {
+	p, err := s.prepare(RunRequest{Argv: []Bytes{"true"}, Dir: req.Dir, Env: req.Env})
+	if err != nil {
+		s.sendErrFrom(id, err)
+		return
+	}
+	cmd := exec.Command(s.shell, "-i")
+	cmd.Dir, cmd.Env = p.cwd, p.env
+	if envGet(p.env, "TERM") == "" {
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
+	}
+	size := &pty.Winsize{Rows: req.Rows, Cols: req.Cols}
+	if size.Rows == 0 || size.Cols == 0 {
+		size = &pty.Winsize{Rows: 24, Cols: 80}
+	}
+	start := time.Now()
+	ptmx, err := pty.StartWithAttrs(cmd, size, &syscall.SysProcAttr{Setsid: true, Setctty: true})
+	if err != nil {
+		s.sendErrFrom(id, err)
+		return
+	}
+	rn := &run{s: s, id: id, proc: cmd.Process, stdin: ptmx, pty: ptmx}
+	s.mu.Lock()
+	s.runs[id] = rn
+	s.mu.Unlock()
+	s.goTracked(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := ptmx.Read(buf)
+				if n > 0 {
+					_ = s.out.write(tStdout, id, buf[:n])
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		_ = cmd.Wait()
+		// Let the last output drain, then close the terminal.
+		ptmx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		<-done
+		rn.stdinMu.Lock()
+		rn.stdin = nil
+		rn.stdinMu.Unlock()
+		ptmx.Close()
+		s.mu.Lock()
+		delete(s.runs, id)
+		s.mu.Unlock()
+		ex := ExitInfo{Code: cmd.ProcessState.ExitCode(), Cwd: p.cwd, DurationNS: int64(time.Since(start))}
+		if ex.Code < 0 {
+			ex.Code = 128 + int(syscall.SIGKILL)
+		}
+		rn.reasonMu.Lock()
+		if rn.reason == reasonInterrupt {
+			ex.Code, ex.Interrupted = 130, true
+		}
+		rn.reasonMu.Unlock()
+		_ = s.send(tExit, id, ex)
+	})
+}
+
+func (rn *run) resize(rows, cols uint16) {
+	if rn.pty != nil && rows > 0 && cols > 0 {
+		_ = pty.Setsize(rn.pty, &pty.Winsize{Rows: rows, Cols: cols})
+	}
+}
+
+var _ = os.Stdin

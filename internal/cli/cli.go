@@ -1,0 +1,175 @@
+// Package cli is the hermes-sandbox command line: one file per subcommand. Run never calls
+// os.Exit; it returns the process exit code, so tests drive it with buffers.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/backends/all"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=…".
+var Version = "0.1.0-dev"
+
+// app is what every subcommand shares.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	environ        []string
+
+	sandboxFlag string
+	configFlag  string
+
+	registry *sandbox.Registry
+}
+
+// exitError carries a process exit code without printing anything more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Run runs the command line and returns the exit code.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return RunWith(ctx, args, stdin, stdout, stderr, os.Environ())
+}
+
+// RunWith is Run with an explicit environment (tests pass their own).
+func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ, registry: all.Backends()}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "hermes-sandbox: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// usageError is a mistake in the command line (exit 2).
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hermes-sandbox",
+		Short: "Run an AI agent's shell commands in a sandbox",
+		Long: `hermes-sandbox runs shell commands in the sandbox backend you choose (local, docker, ssh,
+singularity, modal, daytona, vercel), asks before dangerous commands, and records every
+command in a tamper-evident audit log. It works as a CLI, a Go library and an MCP server.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.sandboxFlag, "sandbox", "", "backend for this run: "+strings.Join(sandbox.BuiltinNames, ", "))
+	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $HERMES_SANDBOX_CONFIG or ~/.config/hermes-sandbox/config.yaml)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		a.execCmd(),
+		a.shellCmd(),
+		a.configCmd(),
+		a.sessionsCmd(),
+		a.doctorCmd(),
+		a.setupCmd(),
+		a.benchCmd(),
+		a.versionCmd(),
+		agentCmd(),
+	)
+	return root
+}
+
+// loadConfig loads the configuration the way every subcommand sees it.
+func (a *app) loadConfig() (*config.Config, error) {
+	return config.LoadWith(config.Options{
+		Path:      a.configFlag,
+		Environ:   a.environ,
+		IgnoreEnv: []string{"HERMES_SANDBOX_TEST_*", "HERMES_SANDBOX_MCP_TOKEN", "HERMES_SANDBOX_AGENT"},
+	})
+}
+
+func (a *app) getenv(name string) string {
+	for i := len(a.environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(a.environ[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
+	return sandbox.FactoryOptions{Config: cfg, Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir()}
+}
+
+// backendName decides which backend runs: --sandbox, else the configured one. Only "auto"
+// (nothing configured) picks by itself, and then it says so.
+func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, error) {
+	name := a.sandboxFlag
+	if name == "" {
+		name = string(cfg.Terminal.Backend)
+	}
+	if name == "" || name == "auto" {
+		return a.autoBackend(ctx, cfg), nil
+	}
+	if !sandbox.ValidName(name) {
+		return "", usagef("unknown backend %q: valid backends are %s", name, strings.Join(sandbox.BuiltinNames, ", "))
+	}
+	return name, nil
+}
+
+// autoBackend picks docker when its engine and image are usable, else local, and says why on
+// stderr.
+func (a *app) autoBackend(ctx context.Context, cfg *config.Config) string {
+	reason := "docker is not built into this binary"
+	if a.registry.Has("docker") {
+		b, err := a.registry.New("docker", a.factoryOptions(cfg))
+		if err == nil {
+			defer b.Close()
+			if ch, ok := b.(sandbox.Checker); ok {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err = ch.Check(cctx)
+				cancel()
+			}
+		}
+		if err == nil {
+			fmt.Fprintln(a.stderr, "hermes-sandbox: no backend configured; using docker (engine and image found). Choose one with `hermes-sandbox config set sandbox NAME`.")
+			return "docker"
+		}
+		reason = err.Error()
+	}
+	fmt.Fprintf(a.stderr, "hermes-sandbox: no backend configured and docker is not usable (%s); using local: commands run UNISOLATED on this host. Choose one with `hermes-sandbox config set sandbox NAME`.\n", reason)
+	return "local"
+}
+
+// openBackend builds the backend for this run.
+func (a *app) openBackend(ctx context.Context, cfg *config.Config) (sandbox.Backend, error) {
+	name, err := a.backendName(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !a.registry.Has(name) {
+		return nil, fmt.Errorf("backend %q is not built into this version of hermes-sandbox (available: %s); choose another with --sandbox or `hermes-sandbox config set sandbox NAME`",
+			name, strings.Join(a.registry.Names(), ", "))
+	}
+	return a.registry.New(name, a.factoryOptions(cfg))
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// backendReport is one line of `doctor`.
+type backendReport struct {
+	Backend  string   `json:"backend"`
+	Usable   bool     `json:"usable"`
+	Problem  string   `json:"problem,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	Selected bool     `json:"selected"`
+}
+
+func (a *app) doctorCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Report which backends work on this machine, and why not",
+		Long: `Checks each of the seven backends: whether it is usable here and, if not, what is wrong
+and what to do. Weakened isolation settings are listed as warnings. Exits non-zero when the
+selected backend is not usable.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return fmt.Errorf("%w\n(fix the file, or see `hermes-sandbox config path`)", err)
+			}
+			selected := a.sandboxFlag
+			if selected == "" {
+				selected = string(cfg.Terminal.Backend)
+			}
+			reports := a.diagnose(ctx, cfg, selected)
+			if asJSON {
+				return json.NewEncoder(a.stdout).Encode(map[string]any{"config": cfg.Path(), "selected": selected, "backends": reports})
+			}
+			loaded := "present"
+			if !cfg.FileLoaded() {
+				loaded = "not present: defaults apply"
+			}
+			fmt.Fprintf(a.stdout, "config:   %s (%s)\n", cfg.Path(), loaded)
+			fmt.Fprintf(a.stdout, "state:    %s\n", cfg.StateDir())
+			fmt.Fprintf(a.stdout, "selected: %s\n", selected)
+			fmt.Fprintf(a.stdout, "approvals: %s   audit: %v (%s)\n\n", cfg.Approvals.Mode, cfg.Audit.Enabled, cfg.Audit.LogDestination)
+			bad := false
+			for _, r := range reports {
+				mark := "ok  "
+				if !r.Usable {
+					mark = "FAIL"
+				}
+				sel := " "
+				if r.Selected {
+					sel = "*"
+					bad = !r.Usable
+				}
+				fmt.Fprintf(a.stdout, "%s %s %-12s", sel, mark, r.Backend)
+				if r.Problem != "" {
+					fmt.Fprintf(a.stdout, " %s", r.Problem)
+				}
+				fmt.Fprintln(a.stdout)
+				for _, w := range r.Warnings {
+					fmt.Fprintf(a.stdout, "                    warning: %s\n", w)
+				}
+			}
+			if selected == string(config.BackendAuto) {
+				fmt.Fprintln(a.stdout, "\nno backend chosen (auto): docker is used when usable, else local. Choose with `hermes-sandbox config set sandbox NAME`.")
+			}
+			if bad {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string) []backendReport {
+	var out []backendReport
+	for _, name := range sandbox.BuiltinNames {
+		r := backendReport{Backend: name, Selected: name == selected}
+		if !a.registry.Has(name) {
+			r.Problem = "not built into this version of hermes-sandbox"
+			out = append(out, r)
+			continue
+		}
+		b, err := a.registry.New(name, a.factoryOptions(cfg))
+		if err != nil {
+			r.Problem = err.Error()
+			out = append(out, r)
+			continue
+		}
+		if ch, ok := b.(sandbox.Checker); ok {
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			err = ch.Check(cctx)
+			cancel()
+		}
+		r.Usable = err == nil
+		if err != nil {
+			r.Problem = err.Error()
+		} else {
+			r.Problem = b.Capabilities().Isolation
+		}
+		if w, ok := b.(sandbox.Warner); ok {
+			r.Warnings = w.Warnings()
+		}
+		b.Close()
+		out = append(out, r)
+	}
+	return out
+}

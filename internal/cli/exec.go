@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+type execFlags struct {
+	session    string
+	timeout    time.Duration
+	cwd        string
+	env        []string
+	json       bool
+	script     string
+	background bool
+}
+
+func (a *app) execCmd() *cobra.Command {
+	var f execFlags
+	cmd := &cobra.Command{
+		Use:   "exec [flags] (-c SCRIPT | -- ARGV...)",
+		Short: "Run a command in the sandbox and exit with its exit code",
+		Long: `Run a command in the session's sandbox. With -c, SCRIPT runs in the session's shell, so
+'cd' and 'export' carry over to the next exec of the same session (also across separate runs).
+With -- ARGV..., the program runs with exactly these arguments, no shell involved.
+
+Output streams while the command runs. With --json, one JSON object is printed at the end:
+exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment_recreated.`,
+		Example: `  hermes-sandbox exec -c 'cd /tmp && export X=1'
+  hermes-sandbox exec -c 'pwd; echo $X'          # prints /tmp and 1
+  hermes-sandbox exec --timeout 10s -- python3 -c 'print(42)'
+  hermes-sandbox exec --json -c 'ls /'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runExec(cmd.Context(), cmd, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.session, "session", sandbox.DefaultSession, "session name: sessions keep their working directory and environment")
+	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long (default terminal.timeout)")
+	fl.StringVar(&f.cwd, "cwd", "", "directory to run in (becomes the session's directory for -c scripts)")
+	fl.StringArrayVar(&f.env, "env", nil, "set a variable for this command only, K=V (repeatable)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object with the result instead of streaming")
+	fl.StringVarP(&f.script, "command", "c", "", "script to run in the session's shell")
+	fl.BoolVar(&f.background, "background", false, "start as a background job and print its id (see `hermes-sandbox jobs`)")
+	return cmd
+}
+
+// execJSON is the --json result; field names are part of the CLI's contract.
+type execJSON struct {
+	ExitCode             int     `json:"exit_code"`
+	Stdout               string  `json:"stdout"`
+	Stderr               string  `json:"stderr"`
+	Truncated            bool    `json:"truncated"`
+	OutputFile           string  `json:"output_file"`
+	DurationMS           float64 `json:"duration_ms"`
+	Cwd                  string  `json:"cwd"`
+	EnvironmentRecreated bool    `json:"environment_recreated"`
+}
+
+func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sandbox.Command, error) {
+	var c sandbox.Command
+	scriptSet := cmd.Flags().Changed("command")
+	switch {
+	case scriptSet && len(args) > 0:
+		return c, usagef("exec: give either -c SCRIPT or -- ARGV..., not both")
+	case scriptSet:
+		if strings.TrimSpace(f.script) == "" {
+			return c, usagef("exec: -c needs a non-empty script")
+		}
+		c.Script = f.script
+	case len(args) > 0:
+		if args[0] == "" {
+			return c, usagef("exec: empty program name")
+		}
+		c.Argv = args
+	default:
+		return c, usagef("exec: nothing to run: give -c SCRIPT or -- ARGV...")
+	}
+	c.Dir = f.cwd
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return c, usagef("exec: --env %q: want K=V", kv)
+		}
+		if c.Env == nil {
+			c.Env = map[string]string{}
+		}
+		c.Env[k] = v
+	}
+	return c, nil
+}
+
+func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args []string) error {
+	c, err := a.buildCommand(cmd, f, args)
+	if err != nil {
+		return err
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	c.Timeout = f.timeout
+	if !cmd.Flags().Changed("timeout") {
+		c.Timeout = cfg.Terminal.Timeout
+	}
+	c.OutputLimit = cfg.Terminal.OutputLimit
+	b, err := a.openBackend(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	sess, err := b.Open(ctx, f.session)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+
+	if f.background {
+		jr, ok := sess.(sandbox.JobRunner)
+		if !ok {
+			return fmt.Errorf("exec --background: the %s backend has no background jobs: %w", b.Name(), sandbox.ErrUnsupported)
+		}
+		st, err := jr.StartJob(ctx, c)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return json.NewEncoder(a.stdout).Encode(st)
+		}
+		fmt.Fprintln(a.stdout, st.ID)
+		return nil
+	}
+
+	if !f.json {
+		c.Stdout, c.Stderr = a.stdout, a.stderr
+	}
+	if a.stdin != nil && b.Capabilities().Stdin && !isTerminal(a.stdin) {
+		c.Stdin = a.stdin
+	}
+	res, err := sess.Exec(ctx, c)
+	if res == nil {
+		return err
+	}
+	if f.json {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(execJSON{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+			Truncated: res.Truncated, OutputFile: res.OutputFile, DurationMS: float64(res.Duration.Microseconds()) / 1000,
+			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated}); err != nil {
+			return err
+		}
+	} else {
+		switch {
+		case res.TimedOut:
+			fmt.Fprintf(a.stderr, "hermes-sandbox: timed out after %s; the command's process tree was killed (raise it with --timeout)\n", c.Timeout)
+		case res.Interrupted:
+			fmt.Fprintln(a.stderr, "hermes-sandbox: interrupted; the command's process tree was killed")
+		}
+		if res.EnvironmentRecreated {
+			fmt.Fprintln(a.stderr, "hermes-sandbox: note: the sandbox was lost and recreated before this command; earlier files and shell state are gone")
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitError{res.ExitCode}
+	}
+	return nil
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

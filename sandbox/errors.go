@@ -1,0 +1,40 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors shared by all backends. Backends wrap them, so callers test with errors.Is.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrClosed        = errors.New("closed")
+	ErrTimeout       = errors.New("timed out")
+	ErrDenied        = errors.New("denied")
+	ErrUnsupported   = errors.New("not supported by this backend")
+	ErrInvalidConfig = errors.New("invalid configuration")
+	ErrUnavailable   = errors.New("backend unavailable")
+)
+
+// Error is a detailed error shaped like os.PathError: "docker: exec 3f2a…: cause".
+type Error struct {
+	Backend string
+	Op      string
+	ID      string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	s := e.Backend + ": " + e.Op
+	if e.ID != "" {
+		s += " " + e.ID
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error whose cause is formatted; %w verbs wrap as usual.
+func Errorf(backend, op, id, format string, args ...any) error {
+	return &Error{Backend: backend, Op: op, ID: id, Err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,218 @@
+// Package sandbox is the contract every Hermes Sandbox backend implements: a Backend opens
+// named Sessions, a Session runs Commands and returns Results. Optional abilities (background
+// jobs, files, session listing) are small extra interfaces, and Capabilities reports which a
+// backend has; the conformance suite in sandbox/sandboxtest checks that the two agree.
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Exit codes that every backend reports the same way.
+const (
+	ExitTimeout     = 124 // the command ran past its timeout and its process tree was killed
+	ExitNotExec     = 126 // found but not executable, or refused by the gate
+	ExitNotFound    = 127 // command not found
+	ExitInterrupted = 130 // the caller cancelled (Ctrl-C) and the process tree was killed
+)
+
+// DefaultOutputLimit is how many bytes of each stream a Result keeps by default.
+const DefaultOutputLimit = 50_000
+
+// DefaultSession is the session name used when the caller names none.
+const DefaultSession = "default"
+
+// Command is one thing to run in a session.
+//
+// Exactly one of Script and Argv is set. Script runs in the session's shell, so `cd` and
+// `export` carry over to the next command. Argv runs one program with exactly these
+// arguments, in the session's working directory and environment, without a shell.
+type Command struct {
+	Script string
+	Argv   []string
+
+	// Dir, if set, is where the command starts; like a `cd`, it becomes the session's
+	// working directory when the command is a Script.
+	Dir string
+	// Env adds variables for this command only.
+	Env map[string]string
+	// Stdin feeds the command; nil means no input (/dev/null).
+	Stdin io.Reader
+	// Stdout and Stderr, if set, receive output live while the command runs.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout bounds the run; 0 means none. On expiry the whole process tree inside the
+	// sandbox is killed and the result has exit code 124.
+	Timeout time.Duration
+	// OutputLimit bounds the bytes of each stream kept in the Result (0 = DefaultOutputLimit).
+	OutputLimit int
+}
+
+// Result is what every backend returns for a finished command. A non-zero exit is data, not
+// an error.
+type Result struct {
+	ExitCode int           `json:"exit_code"`
+	Stdout   string        `json:"stdout"`
+	Stderr   string        `json:"stderr"`
+	Duration time.Duration `json:"-"`
+	// Cwd is the session's working directory after the command.
+	Cwd string `json:"cwd"`
+	// Truncated says Stdout or Stderr lost its middle; OutputFile then holds everything.
+	Truncated  bool   `json:"truncated"`
+	OutputFile string `json:"output_file"`
+	// StdoutBytes and StderrBytes count everything the command wrote.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	TimedOut    bool  `json:"timed_out,omitempty"`
+	Interrupted bool  `json:"interrupted,omitempty"`
+	// EnvironmentRecreated says the sandbox was lost and made anew before this command, so
+	// files and shell state from earlier commands are gone.
+	EnvironmentRecreated bool `json:"environment_recreated"`
+}
+
+// Capabilities reports what a backend can do. The conformance suite checks each flag against
+// the interfaces the backend's sessions really implement.
+type Capabilities struct {
+	// Jobs: sessions implement JobRunner.
+	Jobs bool `json:"jobs"`
+	// Files: sessions implement FileSystem.
+	Files bool `json:"files"`
+	// Stdin: Command.Stdin reaches the command.
+	Stdin bool `json:"stdin"`
+	// Persistent: sessions keep their state across processes (a second CLI run finds it).
+	Persistent bool `json:"persistent"`
+	// Isolation describes the boundary in a few words, for people and models.
+	Isolation string `json:"isolation"`
+	// Network says whether commands can reach the network.
+	Network bool `json:"network"`
+}
+
+// Backend opens sessions of one kind of sandbox.
+type Backend interface {
+	Name() string
+	Capabilities() Capabilities
+	// Open returns the named session, creating its sandbox if needed, or resuming the one a
+	// previous process left.
+	Open(ctx context.Context, name string) (Session, error)
+	// Close releases what the backend holds (connections, pools). Sessions' sandboxes stay.
+	Close() error
+}
+
+// Session is a sandbox plus shell state (working directory and exported environment).
+type Session interface {
+	Name() string
+	// Exec runs cmd and waits for it. The error is non-nil only when the runner itself
+	// failed; the command's own failure is in Result.ExitCode.
+	Exec(ctx context.Context, cmd Command) (*Result, error)
+	// Close detaches from the session; the sandbox and its state stay for the next Open.
+	Close() error
+}
+
+// SessionInfo describes a session a backend knows about.
+type SessionInfo struct {
+	Name    string    `json:"name"`
+	Backend string    `json:"backend"`
+	ID      string    `json:"id,omitempty"`
+	State   string    `json:"state,omitempty"`
+	Cwd     string    `json:"cwd,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+	Used    time.Time `json:"used,omitzero"`
+}
+
+// SessionManager is implemented by backends that can list and remove their sessions.
+type SessionManager interface {
+	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// Remove destroys the named session's sandbox and state. Removing a session that does not
+	// exist returns an error wrapping ErrNotFound.
+	Remove(ctx context.Context, name string) error
+}
+
+// JobStatus describes a background job.
+type JobStatus struct {
+	ID       string    `json:"id"`
+	Command  string    `json:"command"`
+	Running  bool      `json:"running"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	Started  time.Time `json:"started"`
+	PID      int       `json:"pid,omitempty"`
+}
+
+// JobOutput is new output of a job since the last poll.
+type JobOutput struct {
+	JobStatus
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// Truncated says more new output was available than the poll returns.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// JobRunner is implemented by sessions that run background jobs. Jobs outlive the process
+// that started them, so a later CLI run can poll them.
+type JobRunner interface {
+	StartJob(ctx context.Context, cmd Command) (JobStatus, error)
+	Jobs(ctx context.Context) ([]JobStatus, error)
+	// PollJob returns output written since the previous poll.
+	PollJob(ctx context.Context, id string) (JobOutput, error)
+	// WaitJob waits for the job to end (or ctx) and returns its remaining output.
+	WaitJob(ctx context.Context, id string) (JobOutput, error)
+	KillJob(ctx context.Context, id string) (JobStatus, error)
+}
+
+// FileInfo describes one directory entry.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"`
+	IsDir   bool      `json:"is_dir"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// FileSystem is implemented by sessions that read and write files inside the sandbox. A
+// relative path is relative to the session's working directory.
+type FileSystem interface {
+	ReadFile(ctx context.Context, path string, offset, limit int64) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte, mode uint32) error
+	ListDir(ctx context.Context, path string) ([]FileInfo, error)
+}
+
+// Checker is implemented by backends that can tell, quickly, whether they are usable here.
+// The error says what is wrong and what to do (`hermes-sandbox doctor` prints it).
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// Baseliner is implemented by backends that can time the raw way of running `true` without
+// Hermes Sandbox (plain fork/exec, a raw docker exec, a new SSH session), so benchmarks
+// compare against it in the same run.
+type Baseliner interface {
+	// Baseline runs the raw equivalent of `true` n times in the named session's sandbox and
+	// returns its name and the duration of each run.
+	Baseline(ctx context.Context, session string, n int) (string, []time.Duration, error)
+}
+
+// WinSize is a terminal size in character cells.
+type WinSize struct{ Rows, Cols uint16 }
+
+// TerminalOptions describe an interactive shell.
+type TerminalOptions struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Size   WinSize
+	// Resize delivers size changes; may be nil.
+	Resize <-chan WinSize
+	Env    map[string]string
+}
+
+// Terminal is implemented by sessions that can run an interactive shell on a pseudo-terminal
+// inside the sandbox, starting in the session's directory and environment.
+type Terminal interface {
+	Shell(ctx context.Context, opts TerminalOptions) (exitCode int, err error)
+}
+
+// Warner is implemented by backends whose configuration can weaken their isolation (a
+// privileged container, network on). Each warning is one sentence for `doctor`.
+type Warner interface {
+	Warnings() []string
+}

@@ -1,0 +1,687 @@
+// Package sandboxtest is the conformance suite every backend passes. A backend's test file is
+// mostly one call to Run. The suite uses only POSIX shell and tools that busybox has, so it
+// runs unchanged in a minimal container image, on a remote host and in a cloud sandbox.
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Options describe the backend under test.
+type Options struct {
+	// NewBackend returns a backend for the test. It is called more than once when the suite
+	// checks that state survives a new process; each call should behave like a fresh process.
+	// The suite closes what it gets.
+	NewBackend func(t testing.TB) sandbox.Backend
+	// Scratch is a writable directory inside the sandbox for test files ("/tmp" by default).
+	Scratch string
+	// Slow multiplies the suite's deadlines for backends with network-bound latency.
+	Slow time.Duration
+}
+
+type suite struct {
+	opts Options
+	b    sandbox.Backend
+}
+
+// Run runs the whole conformance suite.
+func Run(t *testing.T, opts Options) {
+	if opts.Scratch == "" {
+		opts.Scratch = "/tmp"
+	}
+	if opts.Slow == 0 {
+		opts.Slow = 1
+	}
+	b := opts.NewBackend(t)
+	t.Cleanup(func() { b.Close() })
+	s := &suite{opts: opts, b: b}
+	t.Run("ExecBasics", s.testExecBasics)
+	t.Run("CommandNotFound", s.testNotFound)
+	t.Run("ArgvFidelity", s.testArgv)
+	t.Run("EnvFidelity", s.testEnvFidelity)
+	t.Run("BinaryOutput", s.testBinary)
+	t.Run("Stdin", s.testStdin)
+	t.Run("StatePersists", s.testState)
+	t.Run("Dir", s.testDir)
+	t.Run("Timeout", s.testTimeout)
+	t.Run("Cancel", s.testCancel)
+	t.Run("Streaming", s.testStreaming)
+	t.Run("OutputBounded", s.testOutputBounded)
+	t.Run("DaemonHoldingPipe", s.testDaemon)
+	t.Run("LargeScript", s.testLargeScript)
+	t.Run("Lifecycle", s.testLifecycle)
+	t.Run("Concurrency", s.testConcurrency)
+	t.Run("SessionIsolation", s.testIsolation)
+	t.Run("Persistence", s.testPersistence)
+	t.Run("Files", s.testFiles)
+	t.Run("Jobs", s.testJobs)
+	t.Run("SessionManager", s.testSessionManager)
+	t.Run("CapabilityHonesty", s.testCapabilities)
+}
+
+var sessionSeq struct {
+	sync.Mutex
+	n int
+}
+
+// newSession opens a uniquely named session and removes it when the test ends.
+func (s *suite) newSession(t *testing.T) sandbox.Session {
+	t.Helper()
+	sessionSeq.Lock()
+	sessionSeq.n++
+	name := fmt.Sprintf("conf-%d-%d", time.Now().UnixNano()%1_000_000, sessionSeq.n)
+	sessionSeq.Unlock()
+	return s.open(t, s.b, name)
+}
+
+func (s *suite) open(t *testing.T, b sandbox.Backend, name string) sandbox.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second*s.opts.Slow)
+	defer cancel()
+	sess, err := b.Open(ctx, name)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", name, err)
+	}
+	t.Cleanup(func() {
+		sess.Close()
+		if m, ok := b.(sandbox.SessionManager); ok {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 60*time.Second)
+			defer cancel()
+			_ = m.Remove(ctx, name)
+		}
+	})
+	return sess
+}
+
+func (s *suite) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second*s.opts.Slow)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sh runs a script and fails the test if the runner fails.
+func (s *suite) sh(t *testing.T, sess sandbox.Session, script string) *sandbox.Result {
+	t.Helper()
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script})
+	if err != nil {
+		t.Fatalf("Exec(%q) error = %v", script, err)
+	}
+	return res
+}
+
+func (s *suite) testExecBasics(t *testing.T) {
+	sess := s.newSession(t)
+	tests := []struct {
+		script         string
+		code           int
+		stdout, stderr string
+	}{
+		{"true", 0, "", ""},
+		{"false", 1, "", ""},
+		{"exit 42", 42, "", ""},
+		{"echo out; echo err >&2", 0, "out\n", "err\n"},
+		{"printf 'a\\nb'; exit 3", 3, "a\nb", ""},
+		{"echo x >&2; kill -TERM $$", 143, "", "x\n"},
+		{"if then fi", 2, "", ""}, // a syntax error: the shell's code, stderr not compared
+	}
+	for _, tt := range tests {
+		res := s.sh(t, sess, tt.script)
+		if res.ExitCode != tt.code {
+			t.Errorf("Exec(%q).ExitCode = %d; want %d (stderr %q)", tt.script, res.ExitCode, tt.code, res.Stderr)
+		}
+		if res.Stdout != tt.stdout {
+			t.Errorf("Exec(%q).Stdout = %q; want %q", tt.script, res.Stdout, tt.stdout)
+		}
+		if tt.code != 2 && res.Stderr != tt.stderr {
+			t.Errorf("Exec(%q).Stderr = %q; want %q", tt.script, res.Stderr, tt.stderr)
+		}
+		if res.Duration <= 0 || res.Truncated || res.OutputFile != "" {
+			t.Errorf("Exec(%q) = duration %v truncated %v file %q; want positive, false, empty", tt.script, res.Duration, res.Truncated, res.OutputFile)
+		}
+	}
+	if _, err := sess.Exec(s.ctx(t), sandbox.Command{}); !errors.Is(err, sandbox.ErrInvalidConfig) {
+		t.Errorf("Exec(empty) error = %v; want ErrInvalidConfig", err)
+	}
+}
+
+func (s *suite) testNotFound(t *testing.T) {
+	sess := s.newSession(t)
+	res := s.sh(t, sess, "no-such-command-hermes-xyz")
+	if res.ExitCode != 127 {
+		t.Errorf("Exec(script not found).ExitCode = %d; want 127", res.ExitCode)
+	}
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Argv: []string{"no-such-command-hermes-xyz", "a"}})
+	if err != nil {
+		t.Fatalf("Exec(argv not found) error = %v", err)
+	}
+	if res.ExitCode != 127 || !strings.Contains(res.Stderr, "not found") {
+		t.Errorf("Exec(argv not found) = %d %q; want 127 and 'not found'", res.ExitCode, res.Stderr)
+	}
+}
+
+// hostile are strings that break naive quoting.
+var hostile = []string{
+	"plain", "", " spaced  out ", `it's`, `say "hi"`, `$(echo pwned)`, "`echo pwned`", "${HOME}",
+	"a;b && c || d | e", "line1\nline2", "tab\there", "\\back\\slash", "*", "-n", "--", "ünïcödé ✓",
+	"\xff\xfe invalid utf8", "#comment", "!bang", "~", "$'x'", "'\"'\"'",
+}
+
+func (s *suite) testArgv(t *testing.T) {
+	sess := s.newSession(t)
+	argv := append([]string{"printf", "[%s]\\n"}, hostile...)
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Argv: argv})
+	if err != nil {
+		t.Fatalf("Exec(argv) error = %v", err)
+	}
+	var want strings.Builder
+	for _, h := range hostile {
+		fmt.Fprintf(&want, "[%s]\n", h)
+	}
+	if res.ExitCode != 0 || res.Stdout != want.String() {
+		t.Errorf("Exec(printf hostile argv) = %d %q; want 0 %q", res.ExitCode, res.Stdout, want.String())
+	}
+}
+
+func (s *suite) testEnvFidelity(t *testing.T) {
+	sess := s.newSession(t)
+	for _, h := range hostile {
+		res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: `printf '%s' "$HERMES_T"`, Env: map[string]string{"HERMES_T": h}})
+		if err != nil {
+			t.Fatalf("Exec with Env %q error = %v", h, err)
+		}
+		if res.Stdout != h {
+			t.Errorf("Exec(Env HERMES_T=%q) printed %q", h, res.Stdout)
+		}
+	}
+	// Per-command variables do not carry over.
+	if res := s.sh(t, sess, `printf '%s' "${HERMES_T-unset}"`); res.Stdout != "unset" {
+		t.Errorf("per-command Env leaked into the session: %q", res.Stdout)
+	}
+}
+
+func (s *suite) testBinary(t *testing.T) {
+	sess := s.newSession(t)
+	res := s.sh(t, sess, `printf '\000\001\377\376abc\200'`)
+	if want := "\x00\x01\xff\xfeabc\x80"; res.Stdout != want {
+		t.Errorf("binary output = %q; want %q", res.Stdout, want)
+	}
+}
+
+func (s *suite) testStdin(t *testing.T) {
+	if !s.b.Capabilities().Stdin {
+		t.Skip("backend does not pass stdin")
+	}
+	sess := s.newSession(t)
+	in := "hello\nworld\x00\xff\n"
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "cat; echo done", Stdin: strings.NewReader(in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != in+"done\n" {
+		t.Errorf("Exec(cat) with stdin = %q; want %q", res.Stdout, in+"done\n")
+	}
+	// A command that does not read its input still finishes.
+	res, err = sess.Exec(s.ctx(t), sandbox.Command{Script: "echo skip", Stdin: strings.NewReader(strings.Repeat("x", 1<<20))})
+	if err != nil || res.Stdout != "skip\n" {
+		t.Errorf("Exec(ignore stdin) = %v, %v", res, err)
+	}
+}
+
+func (s *suite) testState(t *testing.T) {
+	sess := s.newSession(t)
+	dir := s.opts.Scratch + "/hermes state dir"
+	s.sh(t, sess, fmt.Sprintf(`mkdir -p '%s' && cd '%s' && export HERMES_A='x y' HERMES_B="it's \"q\"
+line2"; HERMES_LOCAL=1`, dir, dir))
+	res := s.sh(t, sess, `pwd; printf '%s|%s|%s\n' "$HERMES_A" "$HERMES_B" "${HERMES_LOCAL-unset}"`)
+	want := dir + "\nx y|it's \"q\"\nline2|unset\n"
+	if res.Stdout != want {
+		t.Errorf("state after cd/export = %q; want %q", res.Stdout, want)
+	}
+	if res.Cwd != dir {
+		t.Errorf("Result.Cwd = %q; want %q", res.Cwd, dir)
+	}
+	// exit does not lose state; unset removes a variable.
+	s.sh(t, sess, "cd /; unset HERMES_A; exit 5")
+	res = s.sh(t, sess, `pwd; echo "${HERMES_A-gone}"`)
+	if res.Stdout != "/\ngone\n" {
+		t.Errorf("state after exit 5 = %q; want %q", res.Stdout, "/\ngone\n")
+	}
+}
+
+func (s *suite) testDir(t *testing.T) {
+	sess := s.newSession(t)
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "pwd", Dir: "/"})
+	if err != nil || res.Stdout != "/\n" {
+		t.Fatalf("Exec(pwd, Dir=/) = %v, %v", res, err)
+	}
+	if _, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "pwd", Dir: "/no/such/dir/hermes"}); err == nil {
+		t.Errorf("Exec with a missing Dir succeeded; want an error")
+	}
+}
+
+// leftovers counts processes whose command line contains marker.
+func (s *suite) leftovers(t *testing.T, sess sandbox.Session, marker string) int {
+	t.Helper()
+	script := fmt.Sprintf(`n=0; for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -- '%s'; then n=$((n+1)); fi; done; echo $n`, marker)
+	res := s.sh(t, sess, script)
+	var n int
+	fmt.Sscan(res.Stdout, &n)
+	return n
+}
+
+// waitNoLeftovers polls until no process carries marker, or fails after a deadline.
+func (s *suite) waitNoLeftovers(t *testing.T, sess sandbox.Session, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second * s.opts.Slow)
+	for {
+		n := s.leftovers(t, sess, marker)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d process(es) with %q still running after the command ended", n, marker)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func marker(tag string) string { return fmt.Sprintf("%d%03d", time.Now().UnixNano()%1_000_000, len(tag)) }
+
+func (s *suite) testTimeout(t *testing.T) {
+	sess := s.newSession(t)
+	m := marker("timeout")
+	// A child and a grandchild in a new process group: all must die.
+	script := fmt.Sprintf(`sleep 1%s & sh -c 'set -m; sleep 2%s & sleep 3%s; wait' & wait`, m, m, m)
+	start := time.Now()
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Exec(timeout) error = %v", err)
+	}
+	if res.ExitCode != sandbox.ExitTimeout || !res.TimedOut {
+		t.Errorf("Exec(timeout) = exit %d timedOut %v; want 124 true", res.ExitCode, res.TimedOut)
+	}
+	if d := time.Since(start); d > 20*time.Second*s.opts.Slow {
+		t.Errorf("Exec(timeout) took %v", d)
+	}
+	s.waitNoLeftovers(t, sess, m)
+	if res := s.sh(t, sess, "echo alive"); res.Stdout != "alive\n" {
+		t.Errorf("session after timeout printed %q", res.Stdout)
+	}
+}
+
+// signalWriter calls fn once when the output contains want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	once sync.Once
+	fn   func()
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.buf.Write(p)
+	hit := strings.Contains(w.buf.String(), w.want)
+	w.mu.Unlock()
+	if hit {
+		w.once.Do(w.fn)
+	}
+	return len(p), nil
+}
+
+func (s *suite) testCancel(t *testing.T) {
+	sess := s.newSession(t)
+	m := marker("cancel")
+	ctx, cancel := context.WithCancel(s.ctx(t))
+	defer cancel()
+	out := &signalWriter{want: "started", fn: cancel}
+	script := fmt.Sprintf(`sleep 4%s & echo started; sleep 5%s`, m, m)
+	res, err := sess.Exec(ctx, sandbox.Command{Script: script, Stdout: out})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Exec(cancelled) error = %v; want context.Canceled", err)
+	}
+	if res == nil || res.ExitCode != sandbox.ExitInterrupted || !res.Interrupted {
+		t.Fatalf("Exec(cancelled) = %+v; want exit 130, interrupted", res)
+	}
+	s.waitNoLeftovers(t, sess, m)
+}
+
+func (s *suite) testStreaming(t *testing.T) {
+	sess := s.newSession(t)
+	flag := fmt.Sprintf("%s/hermes-flag-%s", s.opts.Scratch, marker("stream"))
+	release := make(chan error, 1)
+	out := &signalWriter{want: "first", fn: func() {
+		// Output arrived while the command still runs: release it from a second command.
+		go func() {
+			_, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "touch '" + flag + "'"})
+			release <- err
+		}()
+	}}
+	script := fmt.Sprintf(`echo first; i=0; while [ ! -e '%s' ]; do sleep 0.05; i=$((i+1)); [ $i -gt 600 ] && exit 9; done; echo second; rm -f '%s'`, flag, flag)
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || res.Stdout != "first\nsecond\n" {
+		t.Errorf("streamed command = %d %q; want 0 first/second (was output streamed before exit?)", res.ExitCode, res.Stdout)
+	}
+	if err := <-release; err != nil {
+		t.Errorf("concurrent Exec error = %v", err)
+	}
+}
+
+func (s *suite) testOutputBounded(t *testing.T) {
+	sess := s.newSession(t)
+	var live bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return live.Write(p) })
+	const n = 300_000
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf '%%09d\n' $i; i=$((i+1)); done; echo tail-end`, n/10), Stdout: w, OutputLimit: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated || res.OutputFile == "" {
+		t.Fatalf("Exec(300 KB) truncated=%v file=%q; want true and a file", res.Truncated, res.OutputFile)
+	}
+	if len(res.Stdout) > 10_000+300 {
+		t.Errorf("kept %d bytes; want about 10000", len(res.Stdout))
+	}
+	if !strings.HasPrefix(res.Stdout, "000000000\n") || !strings.HasSuffix(res.Stdout, "tail-end\n") || !strings.Contains(res.Stdout, "truncated") {
+		t.Errorf("kept output lacks head, tail or marker: %q…%q", res.Stdout[:40], res.Stdout[len(res.Stdout)-40:])
+	}
+	if res.StdoutBytes != n+9 {
+		t.Errorf("StdoutBytes = %d; want %d", res.StdoutBytes, n+9)
+	}
+	mu.Lock()
+	if live.Len() != n+9 {
+		t.Errorf("streamed %d bytes; want %d", live.Len(), n+9)
+	}
+	mu.Unlock()
+	full, err := readHostFile(res.OutputFile)
+	if err != nil || len(full) != n+9 {
+		t.Errorf("spill file has %d bytes (%v); want %d", len(full), err, n+9)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (s *suite) testDaemon(t *testing.T) {
+	sess := s.newSession(t)
+	m := marker("daemon")
+	start := time.Now()
+	// The daemon escapes into its own session and keeps stdout open.
+	res := s.sh(t, sess, fmt.Sprintf(`setsid sleep 6%s & echo done`, m))
+	if res.Stdout != "done\n" || res.ExitCode != 0 {
+		t.Errorf("Exec(daemon) = %d %q", res.ExitCode, res.Stdout)
+	}
+	if d := time.Since(start); d > 15*time.Second*s.opts.Slow {
+		t.Errorf("Exec(daemon) took %v; it must return when the main process exits", d)
+	}
+	s.sh(t, sess, fmt.Sprintf(`for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q 6%s; then kill -9 ${p#/proc/}; fi; done; true`, m))
+	s.waitNoLeftovers(t, sess, "6"+m)
+}
+
+func (s *suite) testLargeScript(t *testing.T) {
+	sess := s.newSession(t)
+	payload := strings.Repeat("abcdefgh", 40_000) // 320 KB: beyond one argv/env string
+	res := s.sh(t, sess, "X='"+payload+"'; echo ${#X}; cd /")
+	if strings.TrimSpace(res.Stdout) != fmt.Sprint(len(payload)) {
+		t.Errorf("large script printed %q; want %d", res.Stdout, len(payload))
+	}
+	if res := s.sh(t, sess, "pwd"); res.Stdout != "/\n" {
+		t.Errorf("state after large script: pwd = %q", res.Stdout)
+	}
+}
+
+func (s *suite) testLifecycle(t *testing.T) {
+	sess := s.newSession(t)
+	s.sh(t, sess, "true")
+	if err := sess.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if err := sess.Close(); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
+	if _, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "true"}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("Exec after Close error = %v; want ErrClosed", err)
+	}
+}
+
+func (s *suite) testConcurrency(t *testing.T) {
+	sessions := []sandbox.Session{s.newSession(t), s.newSession(t), s.newSession(t)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 12; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			sess := sessions[g%len(sessions)]
+			for i := 0; i < 4; i++ {
+				want := fmt.Sprintf("g%d-i%d", g, i)
+				res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "echo " + want + "; echo " + want + " >&2"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.Stdout != want+"\n" || res.Stderr != want+"\n" {
+					errs <- fmt.Errorf("concurrent Exec = %q/%q; want %q", res.Stdout, res.Stderr, want)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func (s *suite) testIsolation(t *testing.T) {
+	a, b := s.newSession(t), s.newSession(t)
+	s.sh(t, a, "export HERMES_ISO=a; cd /")
+	res := s.sh(t, b, `echo "${HERMES_ISO-none}"`)
+	if res.Stdout != "none\n" {
+		t.Errorf("session B sees A's variable: %q", res.Stdout)
+	}
+}
+
+func (s *suite) testPersistence(t *testing.T) {
+	if !s.b.Capabilities().Persistent {
+		t.Skip("backend sessions do not persist across processes")
+	}
+	sess := s.newSession(t)
+	dir := s.opts.Scratch + "/hermes-persist"
+	s.sh(t, sess, "mkdir -p "+dir+" && cd "+dir+" && export HERMES_P=kept")
+	sess.Close()
+	b2 := s.opts.NewBackend(t)
+	defer b2.Close()
+	sess2, err := b2.Open(s.ctx(t), sess.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess2.Close()
+	res, err := sess2.Exec(s.ctx(t), sandbox.Command{Script: `pwd; echo "$HERMES_P"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != dir+"\nkept\n" {
+		t.Errorf("after reopening = %q; want %q", res.Stdout, dir+"\nkept\n")
+	}
+	if res.EnvironmentRecreated {
+		t.Errorf("reopened session says environment_recreated")
+	}
+}
+
+func (s *suite) testFiles(t *testing.T) {
+	sess := s.newSession(t)
+	fsys, ok := sess.(sandbox.FileSystem)
+	if !ok {
+		t.Skip("backend has no file access")
+	}
+	ctx := s.ctx(t)
+	data := []byte("line1\n\x00\xffbinary\nline3\n")
+	p := s.opts.Scratch + "/hermes-files/sub/f.bin"
+	if err := fsys.WriteFile(ctx, p, data, 0o640); err != nil {
+		t.Fatalf("WriteFile(%q) = %v", p, err)
+	}
+	got, err := fsys.ReadFile(ctx, p, 0, 0)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("ReadFile(%q) = %q, %v; want %q", p, got, err, data)
+	}
+	got, err = fsys.ReadFile(ctx, p, 6, 3)
+	if err != nil || string(got) != "\x00\xffb" {
+		t.Errorf("ReadFile(offset 6, limit 3) = %q, %v", got, err)
+	}
+	// The shell sees the same file, and relative paths follow the session's directory.
+	s.sh(t, sess, "cd "+s.opts.Scratch+"/hermes-files")
+	got, err = fsys.ReadFile(ctx, "sub/f.bin", 0, 0)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("ReadFile(relative) = %q, %v", got, err)
+	}
+	if res := s.sh(t, sess, "wc -c < sub/f.bin"); strings.TrimSpace(res.Stdout) != fmt.Sprint(len(data)) {
+		t.Errorf("shell sees %q bytes; want %d", res.Stdout, len(data))
+	}
+	entries, err := fsys.ListDir(ctx, s.opts.Scratch+"/hermes-files/sub")
+	if err != nil || len(entries) != 1 || entries[0].Name != "f.bin" || entries[0].Size != int64(len(data)) {
+		t.Errorf("ListDir = %+v, %v", entries, err)
+	}
+	if _, err := fsys.ReadFile(ctx, s.opts.Scratch+"/hermes-no-such-file", 0, 0); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("ReadFile(missing) error = %v; want ErrNotFound", err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 300_000) // 4.8 MB
+	if err := fsys.WriteFile(ctx, s.opts.Scratch+"/hermes-files/big", big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err = fsys.ReadFile(ctx, s.opts.Scratch+"/hermes-files/big", 0, 0)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Errorf("big file round trip: %d bytes, %v", len(got), err)
+	}
+	s.sh(t, sess, "rm -rf "+s.opts.Scratch+"/hermes-files")
+}
+
+func (s *suite) testJobs(t *testing.T) {
+	sess := s.newSession(t)
+	jr, ok := sess.(sandbox.JobRunner)
+	if !ok {
+		t.Skip("backend has no background jobs")
+	}
+	ctx := s.ctx(t)
+	s.sh(t, sess, "cd / && export HERMES_JOBVAR=fromsession")
+	job, err := jr.StartJob(ctx, sandbox.Command{Script: `echo "start $HERMES_JOBVAR $(pwd)"; echo oops >&2; i=0; while [ $i -lt 3 ]; do i=$((i+1)); sleep 0.05; done; echo end; exit 7`})
+	if err != nil {
+		t.Fatalf("StartJob = %v", err)
+	}
+	if job.ID == "" || !job.Running {
+		t.Errorf("StartJob = %+v; want an id, running", job)
+	}
+	out, err := jr.WaitJob(ctx, job.ID)
+	if err != nil {
+		t.Fatalf("WaitJob = %v", err)
+	}
+	if out.Running || out.ExitCode == nil || *out.ExitCode != 7 {
+		t.Errorf("WaitJob = %+v; want ended with 7", out)
+	}
+	if out.Stdout != "start fromsession /\nend\n" || out.Stderr != "oops\n" {
+		t.Errorf("WaitJob output = %q / %q", out.Stdout, out.Stderr)
+	}
+	// A second poll returns only new output: none.
+	again, err := jr.PollJob(ctx, job.ID)
+	if err != nil || again.Stdout != "" {
+		t.Errorf("PollJob after wait = %q, %v; want no new output", again.Stdout, err)
+	}
+	m := marker("job")
+	long, err := jr.StartJob(ctx, sandbox.Command{Script: fmt.Sprintf("echo ready; sleep 7%s & sleep 8%s", m, m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second * s.opts.Slow)
+	for {
+		p, err := jr.PollJob(ctx, long.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(p.Stdout, "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job never printed ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	list, err := jr.Jobs(ctx)
+	if err != nil || len(list) != 2 {
+		t.Errorf("Jobs() = %+v, %v; want 2", list, err)
+	}
+	st, err := jr.KillJob(ctx, long.ID)
+	if err != nil || st.Running {
+		t.Errorf("KillJob = %+v, %v; want stopped", st, err)
+	}
+	s.waitNoLeftovers(t, sess, m)
+	if _, err := jr.PollJob(ctx, "job-nope"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("PollJob(unknown) error = %v; want ErrNotFound", err)
+	}
+}
+
+func (s *suite) testSessionManager(t *testing.T) {
+	m, ok := s.b.(sandbox.SessionManager)
+	if !ok {
+		t.Skip("backend cannot list sessions")
+	}
+	sess := s.newSession(t)
+	s.sh(t, sess, "true")
+	list, err := m.Sessions(s.ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, info := range list {
+		found = found || info.Name == sess.Name()
+	}
+	if !found {
+		t.Errorf("Sessions() = %+v; want it to include %q", list, sess.Name())
+	}
+	sess.Close()
+	if err := m.Remove(s.ctx(t), sess.Name()); err != nil {
+		t.Errorf("Remove(%q) = %v", sess.Name(), err)
+	}
+	list, _ = m.Sessions(s.ctx(t))
+	for _, info := range list {
+		if info.Name == sess.Name() {
+			t.Errorf("session %q still listed after Remove", sess.Name())
+		}
+	}
+	if err := m.Remove(s.ctx(t), sess.Name()); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Remove(removed) = %v; want ErrNotFound", err)
+	}
+}
+
+func (s *suite) testCapabilities(t *testing.T) {
+	caps := s.b.Capabilities()
+	sess := s.newSession(t)
+	_, files := sess.(sandbox.FileSystem)
+	_, jobs := sess.(sandbox.JobRunner)
+	if caps.Files != files {
+		t.Errorf("Capabilities().Files = %v but session implements FileSystem = %v", caps.Files, files)
+	}
+	if caps.Jobs != jobs {
+		t.Errorf("Capabilities().Jobs = %v but session implements JobRunner = %v", caps.Jobs, jobs)
+	}
+	if caps.Isolation == "" {
+		t.Errorf("Capabilities().Isolation is empty")
+	}
+	if s.b.Name() == "" {
+		t.Errorf("Name() is empty")
+	}
+}
