@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // Main is the helper's command line: `sandbox-agent serve --state DIR [--shell SH] [--cwd DIR]`.
@@ -17,8 +19,16 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	shell := fs.String("shell", "auto", "shell for scripts: auto, bash, sh or a path")
 	cwd := fs.String("cwd", "", "working directory of a fresh session")
 	envPrefix := fs.String("drop-env-prefix", "HERMES_AGENT_", "drop helper variables with this prefix from the session")
+	if len(args) == 1 && args[0] == "idle" {
+		// A container's long-lived entrypoint that needs nothing from the image: wait for a
+		// signal (Init: true delivers the stop signal).
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		<-sig
+		return 0
+	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR]")
+		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR] | sandbox-agent idle")
 		return 2
 	}
 	if err := fs.Parse(args[1:]); err != nil {

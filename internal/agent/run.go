@@ -68,6 +68,10 @@ type prepared struct {
 }
 
 func (s *Server) prepare(req RunRequest) (*prepared, error) {
+	// A command may have deleted the state directory (it lives in /tmp in containers).
+	if err := os.MkdirAll(s.opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
 	cwd, env := s.state.snapshot()
 	if req.Dir != "" {
 		dir := s.resolve(req.Dir)

@@ -111,6 +111,9 @@ func (st *sessionState) save() error {
 		return err
 	}
 	tmp := st.path + ".tmp"
+	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
+		return fmt.Errorf("agent: save state: %w", err)
+	}
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("agent: save state: %w", err)
 	}
