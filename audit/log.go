@@ -1,0 +1,426 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Log appends records to one audit file. It is safe for concurrent use by
+// many goroutines, and several processes may append to the same file: an
+// exclusive flock on <path>.lock serialises them.
+//
+// Concurrent Appends in one process are group-committed: while one caller
+// (the leader) writes and fsyncs a batch, others queue, and the next leader
+// writes the whole queue with one write and one fsync. No goroutine is
+// started; Close waits for the batch in flight.
+type Log struct {
+	path, lockPath, cpPath string
+
+	level  Level
+	redact func(string) string
+	now    func() time.Time
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	idle     *sync.Cond // broadcast when flushing ends
+	queue    []*request
+	flushing bool // a leader owns f, lock and buf
+	closed   bool
+
+	f    *os.File
+	lock *os.File
+	buf  []byte
+}
+
+type request struct {
+	rec  Record
+	done chan result // buffered 1
+}
+
+// result either completes a request or hands it the leadership.
+type result struct {
+	err  error
+	lead bool
+}
+
+// Checkpoint is the state recorded outside the log after each commit.
+type Checkpoint struct {
+	Count    int64     `json:"count"` // seq of the last record committed
+	LastHash string    `json:"last_hash"`
+	Updated  time.Time `json:"updated"`
+}
+
+var _ Sink = (*Log)(nil)
+
+// Open opens (creating if needed) the audit log at path: the directory with
+// mode 0700, the log and its lock file with 0600. With LevelOff it touches
+// nothing and returns a Log whose Append does nothing.
+func Open(path string, opts Options) (*Log, error) {
+	level := opts.Level
+	if level == "" {
+		level = LevelFull
+	}
+	if _, err := ParseLevel(string(level)); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		path:     path,
+		lockPath: path + ".lock",
+		cpPath:   path + ".checkpoint",
+		level:    level,
+		redact:   opts.Redact,
+		now:      opts.Now,
+		logger:   opts.Logger,
+	}
+	l.idle = sync.NewCond(&l.mu)
+	if l.redact == nil {
+		l.redact = NewRedactor(nil)
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.logger == nil {
+		l.logger = slog.New(slog.DiscardHandler)
+	}
+	if level == LevelOff {
+		return l, nil
+	}
+	f, err := openPrivate(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := openPrivate(l.lockPath, os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l.f, l.lock = f, lock
+	return l, nil
+}
+
+// openPrivate opens a file with mode 0600 in a 0700 directory, tightening
+// the mode of an existing file that others could read.
+func openPrivate(path string, flag int) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// Path returns the log's path.
+func (l *Log) Path() string { return l.path }
+
+// Level returns the log's level.
+func (l *Log) Level() Level { return l.level }
+
+// Append redacts r, applies the level, stamps it with seq, time, prev_hash
+// and hash, and writes it as one line, fsynced, before returning.
+//
+// Append does not give up when ctx is cancelled: a command that was
+// cancelled must still be audited, so ctx only scopes the warnings logged.
+// Another process holds the lock only while it writes and fsyncs. An error
+// means the record may or may not have reached the disk.
+func (l *Log) Append(ctx context.Context, r Record) error {
+	if l.level == LevelOff {
+		return nil
+	}
+	req := &request{
+		rec:  prepare(r, l.level, l.redact, l.now),
+		done: make(chan result, 1),
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("audit: append %s: %w", l.path, sandbox.ErrClosed)
+	}
+	l.queue = append(l.queue, req)
+	lead := !l.flushing
+	l.flushing = true
+	l.mu.Unlock()
+	if lead {
+		l.lead(ctx)
+	}
+	for {
+		res := <-req.done
+		if !res.lead {
+			return res.err
+		}
+		l.lead(ctx)
+	}
+}
+
+// lead commits everything queued, then passes the leadership to the first
+// request that queued meanwhile, or marks the log idle.
+func (l *Log) lead(ctx context.Context) {
+	l.mu.Lock()
+	batch := l.queue
+	l.queue = nil
+	l.mu.Unlock()
+
+	errs := l.commit(ctx, batch)
+
+	l.mu.Lock()
+	var next *request
+	if len(l.queue) > 0 {
+		next = l.queue[0]
+	} else {
+		l.flushing = false
+		l.idle.Broadcast()
+	}
+	l.mu.Unlock()
+	for i, req := range batch {
+		req.done <- result{err: errs[i]}
+	}
+	if next != nil {
+		next.done <- result{lead: true}
+	}
+}
+
+// commit writes batch under the file lock and returns one error per request.
+func (l *Log) commit(ctx context.Context, batch []*request) []error {
+	errs := make([]error, len(batch))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if err := lockFile(l.lock, true); err != nil {
+		return fail(fmt.Errorf("audit: append %s: %w", l.path, err))
+	}
+	defer unlockFile(l.lock)
+
+	if err := l.reopenIfReplaced(); err != nil {
+		return fail(err)
+	}
+	fi, err := l.f.Stat()
+	if err != nil {
+		return fail(fmt.Errorf("audit: append: %w", err))
+	}
+	t, err := readTail(l.f, fi.Size())
+	if err != nil {
+		return fail(fmt.Errorf("audit: append %s: read tail: %w", l.path, err))
+	}
+	buf := l.buf[:0]
+	if t.torn {
+		// Never append onto a torn line: end it, so that it stays one
+		// detectable bad line, and chain from the last good record.
+		buf = append(buf, '\n')
+		l.logger.WarnContext(ctx, "audit: log ends with a torn line; chaining from the last good record",
+			"path", l.path, "last_seq", t.seq)
+	}
+	seq, prev := t.seq, t.hash
+	add := func(rec Record) error {
+		rec.Seq, rec.PrevHash = seq+1, prev
+		line, hash, err := encode(rec)
+		if err != nil {
+			return err
+		}
+		buf = append(append(buf, line...), '\n')
+		seq, prev = rec.Seq, hash
+		return nil
+	}
+
+	cp, err := readCheckpoint(l.cpPath)
+	if err != nil {
+		l.logger.WarnContext(ctx, "audit: ignoring unreadable checkpoint", "path", l.cpPath, "error", err)
+	}
+	if reason := checkpointMismatch(cp, t.seq, t.hash); reason != "" {
+		// Someone removed records: say so in the log itself, so the
+		// evidence survives the checkpoint being moved forward.
+		l.logger.WarnContext(ctx, "audit: "+reason, "path", l.path)
+		marker := Record{Time: l.now().UTC().Round(0), Tool: ToolAudit, Decision: DecisionLogTruncated, Reason: reason}
+		if err := add(marker); err != nil {
+			return fail(err)
+		}
+	}
+	for i, req := range batch {
+		errs[i] = add(req.rec)
+	}
+	if len(buf) == 0 {
+		return errs
+	}
+	if _, err := l.f.Write(buf); err != nil {
+		return fail(fmt.Errorf("audit: append: %w", err))
+	}
+	if err := syncData(l.f); err != nil {
+		return fail(fmt.Errorf("audit: append: %w", err))
+	}
+	if cap(buf) <= 1<<20 {
+		l.buf = buf[:0]
+	}
+	// The records are durable; a stale checkpoint only weakens truncation
+	// detection until the next commit rewrites it, so warn and go on.
+	if err := writeCheckpoint(l.cpPath, Checkpoint{Count: seq, LastHash: prev, Updated: l.now().UTC().Round(0)}); err != nil {
+		l.logger.WarnContext(ctx, "audit: cannot write checkpoint", "path", l.cpPath, "error", err)
+	}
+	return errs
+}
+
+// checkpointMismatch explains why the tail (seq, hash) cannot follow cp, or
+// returns "". A checkpoint behind the tail is fine: it lags after a crash
+// between the fsync and the checkpoint write.
+func checkpointMismatch(cp *Checkpoint, seq int64, hash string) string {
+	switch {
+	case cp == nil:
+		return ""
+	case cp.Count > seq:
+		return fmt.Sprintf("log truncated: checkpoint says %d records, found %d", cp.Count, seq)
+	case cp.Count == seq && cp.LastHash != hash:
+		return fmt.Sprintf("log truncated and rewritten: checkpoint says record %d has hash %.12s…, found %.12s…", seq, cp.LastHash, hash)
+	}
+	return ""
+}
+
+// reopenIfReplaced reopens the log if the file at path is not the one we
+// hold (it was rotated or removed).
+func (l *Log) reopenIfReplaced() error {
+	held, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit: append: %w", err)
+	}
+	cur, err := os.Stat(l.path)
+	if err == nil && os.SameFile(held, cur) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("audit: append: %w", err)
+	}
+	f, err := openPrivate(l.path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	l.f.Close()
+	l.f = f
+	return nil
+}
+
+// Close waits for the batch in flight and closes the files. Appends after
+// Close fail with sandbox.ErrClosed. Close is idempotent.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	for l.flushing {
+		l.idle.Wait()
+	}
+	l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	if lerr := l.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("audit: close: %w", err)
+	}
+	return nil
+}
+
+// tail is where the next record chains from.
+type tail struct {
+	seq  int64
+	hash string
+	torn bool // the file does not end with a newline
+}
+
+// readTail reads backwards from size for the last line that parses as a
+// record; lines that do not (torn writes) are skipped.
+func readTail(f *os.File, size int64) (tail, error) {
+	t := tail{hash: GenesisHash}
+	err := scanLinesBackward(f, size, func(line []byte, terminated bool) bool {
+		if !terminated {
+			t.torn = true
+		}
+		r, err := parseRecord(line)
+		if err != nil {
+			return false
+		}
+		t.seq, t.hash = r.Seq, r.Hash
+		return true
+	})
+	return t, err
+}
+
+// parseRecord decodes one line; a record without a hash is not one of ours.
+func parseRecord(line []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return r, err
+	}
+	if len(r.Hash) != len(GenesisHash) {
+		return r, errors.New("record has no hash")
+	}
+	return r, nil
+}
+
+func readCheckpoint(path string) (*Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cp Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return &cp, nil
+}
+
+// writeCheckpoint replaces the checkpoint atomically. Callers hold the
+// exclusive lock, so the temporary name cannot collide.
+//
+// It does not fsync: that would double the cost of a commit, and the
+// checkpoint needs no durability of its own. After a crash it may lag
+// (harmless) or, on a filesystem that commits the rename before the data,
+// be empty, which Verify reports and the next commit repairs.
+func writeCheckpoint(path string, cp Checkpoint) error {
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
