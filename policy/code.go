@@ -1,0 +1,822 @@
+package policy
+
+import (
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// codeLit is a string literal in interpreter code.
+type codeLit struct {
+	val        string
+	start, end int  // span in the code, quotes included
+	exec       bool // a backtick or qx literal: runs a shell command
+}
+
+func codeLits(lang, code string) []codeLit {
+	var out []codeLit
+	for i := 0; i < len(code) && len(out) < 512; i++ {
+		c := code[i]
+		if (c == 'c' || c == 'S') && (i == 0 || !isIdent(code[i-1])) {
+			if l, ok := charCodeLit(code, i); ok {
+				out = append(out, l)
+				i = l.end - 1
+				continue
+			}
+		}
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			if strings.HasPrefix(code[i:], `"""`) || strings.HasPrefix(code[i:], `'''`) {
+				q := code[i : i+3]
+				j := strings.Index(code[i+3:], q)
+				if j < 0 {
+					return out
+				}
+				out = append(out, codeLit{val: unescapeCode(code[i+3:i+3+j], false), start: i, end: i + 6 + j})
+				i += 5 + j
+				continue
+			}
+			j := i + 1
+			for j < len(code) && code[j] != c {
+				if code[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= len(code) {
+				return out
+			}
+			raw := code[i+1 : j]
+			single := c == '\'' && lang != "python" && lang != "node" && lang != "deno" && lang != "bun" && lang != "lua"
+			prefix := byte(0)
+			if i > 0 {
+				prefix = code[i-1] | 0x20 // lower case
+			}
+			if prefix == 'r' && lang == "python" {
+				single = true
+			}
+			val := unescapeCode(raw, single)
+			switch {
+			case lang == "python" && prefix == 'f':
+				val = markInterpolation(val, "{", "}")
+			case (lang == "perl" || lang == "php") && !single:
+				val = markSigils(val)
+			case lang == "ruby" && !single:
+				val = markInterpolation(val, "#{", "}")
+			}
+			l := codeLit{val: val, start: i, end: j + 1}
+			if c == '`' && lang != "node" && lang != "deno" && lang != "bun" && lang != "awk" {
+				l.exec = true
+			}
+			if c == '`' && (lang == "node" || lang == "deno" || lang == "bun") {
+				l.val = strings.ReplaceAll(l.val, "${", unkS+"{")
+			}
+			out = append(out, l)
+			i = j
+		case (lang == "perl" && (c == 'q') || lang == "ruby" && c == '%') && i+2 < len(code) && (i == 0 || !isIdent(code[i-1])):
+			k := i + 1
+			exec := false
+			switch {
+			case code[k] == 'x':
+				exec = true
+				k++
+			case code[k] == 'q' || code[k] == 'Q' || code[k] == 'w':
+				k++
+			case lang == "ruby":
+			default:
+				if isIdent(code[k]) {
+					continue
+				}
+			}
+			if k >= len(code) {
+				return out
+			}
+			open := code[k]
+			closeCh := closer(open)
+			if closeCh == 0 {
+				if isIdent(open) || open == ' ' || open == '=' {
+					continue
+				}
+				closeCh = open
+			}
+			j := strings.IndexByte(code[k+1:], closeCh)
+			if j < 0 {
+				return out
+			}
+			out = append(out, codeLit{val: code[k+1 : k+1+j], start: i, end: k + 2 + j, exec: exec})
+			i = k + 1 + j
+		}
+	}
+	return out
+}
+
+// markInterpolation replaces each open...close expression in a string
+// literal with unk.
+func markInterpolation(s, open, close string) string {
+	if !strings.Contains(s, open) {
+		return s
+	}
+	var sb strings.Builder
+	for {
+		i := strings.Index(s, open)
+		if i < 0 || strings.HasPrefix(s[i:], "{{") {
+			if i >= 0 {
+				sb.WriteString(s[:i+2])
+				s = s[i+2:]
+				continue
+			}
+			sb.WriteString(s)
+			return sb.String()
+		}
+		j := strings.Index(s[i:], close)
+		if j < 0 {
+			sb.WriteString(s)
+			return sb.String()
+		}
+		sb.WriteString(s[:i])
+		sb.WriteString(unkS)
+		s = s[i+j+len(close):]
+	}
+}
+
+// markSigils replaces Perl and PHP variables in a double-quoted string
+// ($x, ${x}, @x, $x{k}) with unk.
+func markSigils(s string) string {
+	if !strings.ContainsAny(s, "$@") {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c == '$' || c == '@') && i+1 < len(s) && (isIdent(s[i+1]) || s[i+1] == '{') {
+			j := i + 1
+			if s[j] == '{' {
+				if k := strings.IndexByte(s[j:], '}'); k >= 0 {
+					j += k + 1
+				}
+			}
+			for j < len(s) && isIdent(s[j]) {
+				j++
+			}
+			for j < len(s) && (s[j] == '{' || s[j] == '[') {
+				k := strings.IndexAny(s[j:], "}]")
+				if k < 0 {
+					break
+				}
+				j += k + 1
+			}
+			sb.WriteString(unkS)
+			i = j - 1
+			continue
+		}
+		sb.WriteByte(c)
+	}
+	return sb.String()
+}
+
+func closer(c byte) byte {
+	switch c {
+	case '{':
+		return '}'
+	case '(':
+		return ')'
+	case '[':
+		return ']'
+	case '<':
+		return '>'
+	}
+	return 0
+}
+
+// charCodeLit reads chr(N) or String.fromCharCode(N, ...) at i as a literal.
+func charCodeLit(code string, i int) (codeLit, bool) {
+	var open int
+	switch {
+	case strings.HasPrefix(code[i:], "chr("):
+		open = i + 4
+	case strings.HasPrefix(code[i:], "String.fromCharCode("):
+		open = i + len("String.fromCharCode(")
+	default:
+		return codeLit{}, false
+	}
+	end := strings.IndexByte(code[open:], ')')
+	if end < 0 {
+		return codeLit{}, false
+	}
+	var sb strings.Builder
+	for _, num := range strings.Split(code[open:open+end], ",") {
+		num = strings.TrimSpace(num)
+		base := 10
+		if strings.HasPrefix(num, "0x") || strings.HasPrefix(num, "0X") {
+			num, base = num[2:], 16
+		}
+		n, err := strconv.ParseInt(num, base, 32)
+		if err != nil || n < 0 || n > utf8.MaxRune {
+			return codeLit{}, false
+		}
+		sb.WriteRune(rune(n))
+	}
+	return codeLit{val: sb.String(), start: i, end: open + end + 1}, true
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+func unescapeCode(s string, single bool) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	if single {
+		return strings.NewReplacer(`\\`, `\`, `\'`, `'`).Replace(s)
+	}
+	return ansiC(s)
+}
+
+// Language tables.
+var (
+	shellCalls = map[string][]string{
+		"python": {"system", "popen", "run", "call", "Popen", "check_output", "check_call", "getoutput", "getstatusoutput",
+			"spawn", "execl", "execlp", "execle", "execv", "execvp", "execve", "execvpe", "spawnl", "spawnlp", "spawnv",
+			"spawnvp", "create_subprocess_shell", "create_subprocess_exec", "posix_spawn", "posix_spawnp"},
+		"perl":  {"system", "exec"},
+		"ruby":  {"system", "exec", "spawn", "popen", "popen2", "popen2e", "popen3", "capture2", "capture2e", "capture3", "pipeline"},
+		"node":  {"exec", "execSync", "spawn", "spawnSync", "execFile", "execFileSync", "execa", "execaSync", "execaCommand"},
+		"php":   {"system", "exec", "shell_exec", "passthru", "popen", "proc_open", "pcntl_exec"},
+		"lua":   {"execute", "popen"},
+		"awk":   {"system"},
+		"R":     {"system", "system2", "shell"},
+		"tcl":   {"exec", "spawn"},
+		"other": {"system", "exec", "popen"},
+	}
+	evalCalls = map[string][]string{
+		"python": {"exec", "eval", "compile"},
+		"perl":   {"eval"},
+		"ruby":   {"eval", "instance_eval", "class_eval", "module_eval"},
+		"node":   {"eval", "Function", "runInThisContext", "runInNewContext"},
+		"php":    {"eval", "assert", "create_function"},
+		"lua":    {"load", "loadstring", "dostring"},
+	}
+)
+
+func langKey(lang string) string {
+	switch lang {
+	case "python", "perl", "ruby", "php", "lua", "awk":
+		return lang
+	case "node", "deno", "bun":
+		return "node"
+	case "Rscript":
+		return "R"
+	case "tclsh", "expect":
+		return "tcl"
+	}
+	return "other"
+}
+
+// call sites of name( in code; returns the spans of their argument lists.
+func callSites(code, name string, lits []codeLit, bareWord bool) [][2]int {
+	var out [][2]int
+	for off := 0; off < len(code); {
+		i := strings.Index(code[off:], name)
+		if i < 0 {
+			break
+		}
+		i += off
+		off = i + len(name)
+		if i > 0 && (isIdent(code[i-1]) || code[i-1] == '$' || code[i-1] == '@') || off < len(code) && isIdent(code[off]) {
+			continue
+		}
+		if inLit(lits, i) {
+			continue
+		}
+		j := off
+		for j < len(code) && (code[j] == ' ' || code[j] == '\t') {
+			j++
+		}
+		if j < len(code) && code[j] == '(' {
+			end := matchParen(code, j, lits)
+			out = append(out, [2]int{j + 1, end})
+			continue
+		}
+		if bareWord && j < len(code) && j > off && (code[j] == '"' || code[j] == '\'' || code[j] == '$' || code[j] == '[' || code[j] == '%' || code[j] == 's') {
+			end := strings.IndexAny(code[j:], ";\n}")
+			if end < 0 {
+				end = len(code)
+			} else {
+				end += j
+			}
+			out = append(out, [2]int{j, end})
+		}
+	}
+	return out
+}
+
+func inLit(lits []codeLit, i int) bool {
+	for _, l := range lits {
+		if i >= l.start && i < l.end {
+			return true
+		}
+		if l.start > i {
+			return false
+		}
+	}
+	return false
+}
+
+func matchParen(code string, open int, lits []codeLit) int {
+	depth := 0
+	for i := open; i < len(code); i++ {
+		if j := litAt(lits, i); j >= 0 {
+			i = lits[j].end - 1
+			continue
+		}
+		switch code[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(code)
+}
+
+// argText turns the literals of a call's argument list into a shell
+// command: an argv list is joined with spaces; otherwise the first argument
+// is taken as a concatenation, with unresolved parts marked.
+func argText(code string, span [2]int, lits []codeLit, join string) (string, bool) {
+	var vals []string
+	var outside strings.Builder
+	prev := span[0]
+	for _, l := range lits {
+		if l.start < span[0] || l.end > span[1] {
+			continue
+		}
+		outside.WriteString(code[prev:l.start])
+		outside.WriteByte(' ')
+		prev = l.end
+		vals = append(vals, l.val)
+	}
+	if prev < span[1] && span[1] <= len(code) {
+		outside.WriteString(code[prev:span[1]])
+	}
+	rest := outside.String()
+	if len(vals) == 0 {
+		return "", false
+	}
+	if strings.ContainsRune(rest, '[') || join == " " && strings.ContainsRune(rest, ',') {
+		for i, v := range vals {
+			vals[i] = shellQuote(v)
+		}
+		s := strings.Join(vals, " ")
+		if hasFreeIdent(rest) {
+			s += " " + unkS
+		}
+		return s, true
+	}
+	s := concatArg(code, firstArgSpan(code, span, lits), lits)
+	return s, s != ""
+}
+
+// firstArgSpan narrows an argument list to its first argument.
+func firstArgSpan(code string, span [2]int, lits []codeLit) [2]int {
+	depth := 0
+	for i := span[0]; i < span[1] && i < len(code); i++ {
+		if j := litAt(lits, i); j >= 0 {
+			i = lits[j].end - 1
+			continue
+		}
+		switch code[i] {
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		case ',':
+			if depth == 0 {
+				return [2]int{span[0], i}
+			}
+		}
+	}
+	return span
+}
+
+func litAt(lits []codeLit, i int) int {
+	for k, l := range lits {
+		if l.start == i {
+			return k
+		}
+		if l.start > i {
+			break
+		}
+	}
+	return -1
+}
+
+// concatArg joins the literals of an expression, marking identifiers and
+// calls between them as unresolved.
+func concatArg(code string, span [2]int, lits []codeLit) string {
+	return concatArgHome(code, span, lits, "")
+}
+
+// homeIdents are expressions for the home directory in interpreter code.
+var homeIdents = map[string]bool{
+	"os.homedir": true, "homedir": true, "Dir.home": true, "process.env.HOME": true, "Path.home": true,
+	"pathlib.Path.home": true, "os.environ.get": false,
+}
+
+func concatArgHome(code string, span [2]int, lits []codeLit, home string) string {
+	var sb strings.Builder
+	any := false
+	for i := span[0]; i < span[1] && i < len(code); i++ {
+		if j := litAt(lits, i); j >= 0 {
+			sb.WriteString(lits[j].val)
+			any = true
+			i = lits[j].end - 1
+			continue
+		}
+		if isIdent(code[i]) && (code[i] < '0' || code[i] > '9') {
+			k := i
+			for k < len(code) && (isIdent(code[k]) || code[k] == '.') {
+				k++
+			}
+			id := code[i:k]
+			switch {
+			case home != "" && homeIdents[id]:
+				sb.WriteString(home)
+				any = true
+				for k < len(code) && (code[k] == '(' || code[k] == ')') {
+					k++
+				}
+			case !ignoredIdents[id] && !strings.HasSuffix(sb.String(), unkS):
+				sb.WriteString(unkS)
+			}
+			i = k - 1
+		}
+	}
+	if !any {
+		return ""
+	}
+	return sb.String()
+}
+
+var ignoredIdents = map[string]bool{
+	"shell": true, "True": true, "False": true, "None": true, "true": true, "false": true, "null": true, "check": true,
+	"text": true, "capture_output": true, "stdout": true, "stderr": true, "stdin": true, "env": true, "cwd": true,
+	"encoding": true, "universal_newlines": true, "timeout": true, "subprocess": true, "PIPE": true, "DEVNULL": true,
+	"STDOUT": true, "executable": true, "os": true, "sys": true, "stdio": true, "inherit": true, "pipe": true,
+	"ignore": true, "detached": true, "windowsHide": true, "maxBuffer": true, "my": true, "qw": true, "undef": true,
+	"split": true, "exception": true, "chdir": true, "out": true, "err": true, "in": true, "close_fds": true,
+	"bufsize": true, "input": true, "fileno": true, "expanduser": true, "os.path.expanduser": true,
+	"path.expanduser": true, "Path": true, "pathlib.Path": true, "File.expand_path": true, "expand_path": true, "s": true, "p": true, "f": true, "STDIN": true, "STDERR": true,
+}
+
+// hasFreeIdent reports whether code outside literals names a variable.
+func hasFreeIdent(s string) bool {
+	for i := 0; i < len(s); {
+		if !isIdent(s[i]) || s[i] >= '0' && s[i] <= '9' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isIdent(s[j]) {
+			j++
+		}
+		if !ignoredIdents[s[i:j]] {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
+// analyzeCode classifies inline interpreter code.
+func (a *analyzer) analyzeCode(lang, code string) {
+	a.steps += len(code) / 16
+	if code == "" || len(code) > maxData || !a.step() {
+		return
+	}
+	if a.depth >= maxDepth {
+		a.add(ruleTooComplex)
+		return
+	}
+	a.depth++
+	defer func() { a.depth-- }()
+	key := langKey(lang)
+	lits := codeLits(lang, code)
+	join := ""
+	if key == "perl" || key == "ruby" || key == "node" || key == "tcl" {
+		join = " "
+	}
+	runShell := func(s string, dyn bool) {
+		a.shellCode(field{s: a.expandHome(s), dyn: dyn || strings.Contains(s, unkS)}, desc{}, nil, false)
+	}
+	// guessShell judges a string that may or may not be run.
+	guessShell := func(s string) {
+		a.runScriptMode(strings.ReplaceAll(a.expandHome(s), unkS, "${__hs_unresolved}"), desc{}, nil, false, false)
+	}
+	for _, name := range shellCalls[key] {
+		for _, span := range callSites(code, name, lits, key == "perl" || key == "ruby" || key == "tcl") {
+			s, ok := argText(code, span, lits, join)
+			if !ok {
+				if strings.TrimSpace(code[span[0]:min(span[1], len(code))]) != "" {
+					a.add(ruleEvalDynamic)
+				}
+				continue
+			}
+			runShell(s, strings.Contains(s, unkS))
+		}
+	}
+	for _, l := range lits {
+		if l.exec {
+			runShell(l.val, false)
+		}
+		if key == "perl" && (strings.HasPrefix(strings.TrimSpace(l.val), "|") || strings.HasSuffix(strings.TrimSpace(l.val), "|")) {
+			runShell(strings.Trim(strings.TrimSpace(l.val), "|"), false)
+		}
+	}
+	if strings.Contains(code, "getattr(") || strings.Contains(code, "__builtins__") || strings.Contains(code, "globals()[") {
+		// Reflection hides the call; judge the strings it could run.
+		for _, l := range lits {
+			if strings.ContainsAny(l.val, " /") {
+				guessShell(l.val)
+			}
+		}
+	}
+	if key == "awk" && (strings.Contains(code, `| "`) || strings.Contains(code, `|"`) || strings.Contains(code, "getline")) {
+		for _, l := range lits {
+			guessShell(l.val)
+		}
+	}
+	if lang == "osascript" && strings.Contains(code, "do shell script") {
+		for _, l := range lits {
+			guessShell(l.val)
+		}
+	}
+	for _, name := range evalCalls[key] {
+		for _, span := range callSites(code, name, lits, key == "perl") {
+			if s := concatArg(code, firstArgSpan(code, span, lits), lits); s != "" {
+				a.analyzeCode(lang, strings.ReplaceAll(s, unkS, " "))
+			}
+		}
+	}
+	a.codeFileOps(key, code, lits)
+	a.codeDecoded(lang, code, lits)
+	a.codeHeuristics(lang, code, lits)
+}
+
+func (a *analyzer) expandHome(s string) string {
+	if strings.HasPrefix(s, "~/") || s == "~" {
+		return a.c.home + s[1:]
+	}
+	return s
+}
+
+// codeFileOps maps file APIs onto the delete and write rules.
+func (a *analyzer) codeFileOps(key, code string, lits []codeLit) {
+	pathArg := func(span [2]int) (field, bool) {
+		s := concatArgHome(code, firstArgSpan(code, span, lits), lits, a.c.home)
+		if s == "" || !looksLikePath(strings.ReplaceAll(s, unkS, "x/")) {
+			return field{}, false
+		}
+		s = a.expandHome(s)
+		return field{s: s, dyn: strings.Contains(s, unkS)}, true
+	}
+	for _, name := range [...]string{"rmtree", "rm_rf", "rm_r", "remove_tree", "rmSync", "rmdirSync", "rimraf", "rmrf", "deleteRecursively", "rm", "remove_dir_all", "RemoveAll"} {
+		for _, span := range callSites(code, name, lits, key == "perl") {
+			if f, ok := pathArg(span); ok {
+				a.deleteTarget(f, delOpts{recursive: true, force: true})
+			}
+		}
+	}
+	for _, name := range [...]string{"remove", "unlink", "unlinkSync", "rmdir", "delete", "truncate"} {
+		for _, span := range callSites(code, name, lits, key == "perl") {
+			if f, ok := pathArg(span); ok {
+				a.deleteTarget(f, delOpts{})
+			}
+		}
+	}
+	for _, name := range [...]string{"open", "fopen", "writeFileSync", "appendFileSync", "writeFile", "appendFile", "File.write", "IO.write", "file_put_contents", "createWriteStream", "copyfile", "copy", "copy2", "move", "rename", "symlink"} {
+		for _, span := range callSites(code, name, lits, key == "perl") {
+			var in []codeLit
+			for _, l := range lits {
+				if l.start >= span[0] && l.end <= span[1] {
+					in = append(in, l)
+				}
+			}
+			if len(in) == 0 {
+				continue
+			}
+			switch name {
+			case "open", "fopen":
+				var p string
+				writing := false
+				for _, l := range in {
+					v := strings.TrimSpace(l.val)
+					switch {
+					case v == "w" || v == "a" || v == "wb" || v == "ab" || v == "w+" || v == "a+" || v == "r+" || v == "x" || v == ">" || v == ">>" || v == "+>" || v == "wt" || v == "at":
+						writing = true
+					case strings.HasPrefix(v, ">"):
+						writing = true
+						p = strings.TrimSpace(strings.TrimLeft(v, ">+"))
+					case p == "" && looksLikePath(v):
+						p = v
+					}
+				}
+				if writing && p != "" {
+					a.writeTarget(lit(a.expandHome(p)), wEdit, desc{})
+				}
+			case "copyfile", "copy", "copy2", "move", "rename", "symlink":
+				if len(in) >= 2 && looksLikePath(in[1].val) {
+					a.writeTarget(lit(a.expandHome(in[1].val)), wCopy, desc{})
+				}
+			default:
+				if looksLikePath(in[0].val) {
+					a.writeTarget(lit(a.expandHome(in[0].val)), wEdit, desc{})
+				}
+			}
+		}
+	}
+	for _, name := range [...]string{"write_text", "write_bytes", "touch"} {
+		for off := 0; ; {
+			i := strings.Index(code[off:], "."+name+"(")
+			if i < 0 {
+				break
+			}
+			i += off
+			off = i + 1
+			for k := len(lits) - 1; k >= 0; k-- {
+				if lits[k].end <= i {
+					if looksLikePath(lits[k].val) {
+						a.writeTarget(lit(a.expandHome(lits[k].val)), wEdit, desc{})
+					}
+					break
+				}
+			}
+		}
+	}
+}
+
+func looksLikePath(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "\n\x00") && (strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") ||
+		strings.HasPrefix(s, "./") || strings.HasPrefix(s, "../") || strings.HasPrefix(s, ".") && len(s) > 1 ||
+		strings.Contains(s, "/") && !strings.Contains(s, " "))
+}
+
+var decodeMarkers = [...]string{"b64decode", "decodebytes", "decodestring", "atob(", "base64", "decode_base64", "decode64",
+	"unpack(", "fromhex", "unhexlify", "codecs.decode", "from_base64", "FromBase64String", "hex2bin", "pack(\"H", "pack('H"}
+
+// codeDecoded decodes base64 and hex literals in code that decodes and
+// runs data, and classifies what comes out.
+func (a *analyzer) codeDecoded(lang, code string, lits []codeLit) {
+	marked := false
+	for _, m := range decodeMarkers {
+		if strings.Contains(code, m) {
+			marked = true
+			break
+		}
+	}
+	if !marked {
+		return
+	}
+	for _, l := range lits {
+		v := strings.TrimSpace(l.val)
+		if len(v) < 8 {
+			continue
+		}
+		var dec []byte
+		if b, ok := decodeBase64(v); ok && len(v) >= 12 {
+			dec = b
+		} else if b, err := hex.DecodeString(v); err == nil && len(v) >= 8 {
+			dec = b
+		}
+		if len(dec) == 0 || !utf8.Valid(dec) || !mostlyPrintable(dec) {
+			continue
+		}
+		if hasEvalExec(code) {
+			a.add(ruleObfuscated)
+		}
+		text := string(dec)
+		a.analyzeCode(lang, text)
+		a.runScriptMode(text, desc{}, nil, false, false)
+	}
+}
+
+func mostlyPrintable(b []byte) bool {
+	n := 0
+	for _, c := range b {
+		if c >= 0x20 && c < 0x7f || c == '\n' || c == '\t' || c == '\r' || c >= 0x80 {
+			n++
+		}
+	}
+	return n*10 >= len(b)*9
+}
+
+var (
+	netConnectMarks = [...]string{"socket.socket", "socket(", "create_connection", ".connect(", "TCPSocket", "fsockopen",
+		"net.connect", "net.Socket", "new Socket", "IO::Socket", "socket.tcp", "TCPClient", "/inet/tcp", "/inet/udp",
+		"createConnection", "Socket.new", "stream_socket_client", "/dev/tcp/"}
+	shellSpawnMarks = [...]string{"dup2", "pty.spawn", "/bin/sh", "/bin/bash", "sh -i", "cmd.exe", "subprocess", "spawn(",
+		"exec(", "popen", "proc_open", "system(", "os.execute", "io.popen", "child_process", "iex", "Invoke-Expression",
+		"exec ", "STDIN", "open(STDOUT", "shell_exec", "passthru", "/bin/zsh"}
+	netFetchMarks = [...]string{"urlopen", "urllib", "requests.get", "requests.post", "http.get", "https.get", "fetch(",
+		"LWP::", "HTTP::Tiny", "Net::HTTP", "open-uri", "URI.open", "file_get_contents(\"http", "file_get_contents('http",
+		"curl_exec", "Invoke-WebRequest", "iwr ", "Invoke-RestMethod", "irm ", "DownloadString", "DownloadFile", "WebClient",
+		"http.request", "httpx", "aiohttp", "socket.http", "urlretrieve", "http.client", "HTTPConnection"}
+	evalExecMarks = [...]string{"exec(", "eval(", "(eval)", ",eval)", "then(eval", "Function(", "instance_eval", "iex", "Invoke-Expression",
+		"system(", "os.execute", "loadstring", "exec ", "eval ", "popen", "spawn"}
+	envDumpMarks = [...]string{"os.environ", "process.env", "%ENV", "ENV.to_h", "getenv()", "$_SERVER", "$_ENV", "Get-ChildItem env:"}
+)
+
+func containsAny(s string, marks []string) bool {
+	for _, m := range marks {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasNetFetch(code string) bool { return code != "" && containsAny(code, netFetchMarks[:]) }
+
+func hasEvalExec(code string) bool { return containsAny(code, evalExecMarks[:]) }
+
+// codeHeuristics looks for patterns that need no literal to be dangerous:
+// reverse shells, fork bombs, remote code execution, exfiltration.
+func (a *analyzer) codeHeuristics(lang, code string, lits []codeLit) {
+	netConnect := containsAny(code, netConnectMarks[:])
+	if netConnect {
+		a.sawNet = true
+	}
+	if lang == "awk" && (strings.Contains(code, "/inet/tcp") || strings.Contains(code, "/inet/udp")) {
+		a.add(ruleReverseShell)
+	}
+	if netConnect && containsAny(code, shellSpawnMarks[:]) {
+		a.add(ruleReverseShell)
+	}
+	if hasWord(code, "fork") && (strings.Contains(code, "while") || strings.Contains(code, "loop") ||
+		strings.Contains(code, "for(;;)") || strings.Contains(code, "for (;;)") || strings.Contains(code, "until")) {
+		a.add(ruleForkBomb)
+	}
+	fetch := hasNetFetch(code)
+	if fetch && hasEvalExec(code) {
+		a.add(rulePipeShell)
+	}
+	if hasGateEnv(code) && (strings.Contains(code, "environ") || strings.Contains(code, "putenv") || strings.Contains(code, "ENV") ||
+		strings.Contains(code, "process.env") || strings.Contains(code, "setenv") || strings.Contains(code, "Env")) {
+		a.add(ruleGateEnv)
+	}
+	secret := false
+	for _, l := range lits {
+		if !looksLikePath(l.val) {
+			continue
+		}
+		t := a.target(lit(a.expandHome(l.val)))
+		if a.isProtected(t) && codeWrites(code) {
+			a.add(ruleGateConfigWrite)
+		}
+		if a.isCredential(t) && codeReads(code) {
+			a.add(ruleReadCreds)
+			secret = true
+		} else if a.isSecretSource(t) {
+			secret = true
+		}
+	}
+	if (netConnect || fetch) && (secret || containsAny(code, envDumpMarks[:]) && (strings.Contains(code, "post") || strings.Contains(code, "send") || strings.Contains(code, "POST"))) {
+		a.add(ruleExfil)
+	}
+}
+
+// codeReads reports whether code opens or reads files.
+func codeReads(code string) bool {
+	return containsAny(code, readMarks[:])
+}
+
+var readMarks = [...]string{"open(", "read", "Read", "load", "slurp", "get_contents", "copy", "send", "cat ", "upload", "<"}
+
+func codeWrites(code string) bool {
+	for _, m := range [...]string{"'w'", `"w"`, "'a'", `"a"`, "'wb'", `"wb"`, "write", "append", "put_contents", "'>", `">`,
+		"unlink", "remove", "rename", "truncate", "rmtree", "copy", "replace", "chmod", "dump("} {
+		if strings.Contains(code, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasWord(s, w string) bool {
+	for off := 0; ; {
+		i := strings.Index(s[off:], w)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(w)
+		if (i == 0 || !isIdent(s[i-1])) && (end >= len(s) || !isIdent(s[end])) {
+			return true
+		}
+		off = end
+	}
+}

@@ -1,0 +1,207 @@
+package policy
+
+import "strings"
+
+// sqlClient handles SQL command-line clients.
+func (a *analyzer) sqlClient(c *call) {
+	var sqls []string
+	inMemory := false
+	args := c.args
+	valueOf := func(i int, s, short, long string) (string, int, bool) {
+		switch {
+		case s == short || s == long:
+			if i+1 < len(args) {
+				return args[i+1].s, i + 1, true
+			}
+		case long != "" && strings.HasPrefix(s, long+"="):
+			return s[len(long)+1:], i, true
+		case short != "" && len(short) == 2 && strings.HasPrefix(s, short) && len(s) > 2 && c.name == "mysql":
+			return s[2:], i, true
+		}
+		return "", i, false
+	}
+	switch c.name {
+	case "sqlite3", "duckdb":
+		var pos []string
+		for i := 0; i < len(args); i++ {
+			s := args[i].s
+			switch {
+			case s == "-cmd":
+				if i+1 < len(args) {
+					sqls = append(sqls, args[i+1].s)
+				}
+				i++
+			case s == "-init" || s == "-separator" || s == "-newline" || s == "-nullvalue" || s == "-c":
+				if s == "-c" && c.name == "duckdb" && i+1 < len(args) {
+					sqls = append(sqls, args[i+1].s)
+				}
+				i++
+			case strings.HasPrefix(s, "-"):
+			default:
+				pos = append(pos, s)
+			}
+		}
+		if len(pos) == 0 || pos[0] == ":memory:" || pos[0] == "" {
+			inMemory = true
+		}
+		if len(pos) > 1 {
+			sqls = append(sqls, pos[1:]...)
+		}
+	default:
+		short, long := "-c", "--command"
+		switch c.name {
+		case "mysql":
+			short, long = "-e", "--execute"
+		case "sqlcmd":
+			short, long = "-Q", "--query"
+		case "clickhouse-client", "clickhouse", "snowsql":
+			short, long = "-q", "--query"
+		case "cockroach":
+			short, long = "-e", "--execute"
+		case "bq":
+			if len(args) > 0 && args[0].s == "query" {
+				for _, f := range nonOptions(args[1:], "") {
+					sqls = append(sqls, f.s)
+				}
+			}
+		}
+		for i := 0; i < len(args); i++ {
+			s := args[i].s
+			if v, j, ok := valueOf(i, s, short, long); ok {
+				sqls = append(sqls, v)
+				i = j
+				continue
+			}
+			if c.name == "sqlcmd" {
+				if v, j, ok := valueOf(i, s, "-q", ""); ok {
+					sqls = append(sqls, v)
+					i = j
+				}
+			}
+		}
+	}
+	if inMemory {
+		return
+	}
+	for _, s := range sqls {
+		if destructiveSQL(s) {
+			a.add(ruleSQL)
+		}
+	}
+	if c.in.known && destructiveSQL(c.in.text) {
+		a.add(ruleSQL)
+	}
+}
+
+// destructiveSQL reports whether text has a DROP TABLE/DATABASE/SCHEMA,
+// TRUNCATE, or a DELETE or UPDATE without WHERE.
+func destructiveSQL(text string) bool {
+	if text == "" {
+		return false
+	}
+	text = stripSQLComments(strings.ToUpper(text))
+	for _, stmt := range strings.Split(text, ";") {
+		w := strings.Fields(stmt)
+		if len(w) == 0 {
+			continue
+		}
+		switch w[0] {
+		case "DROP":
+			if len(w) > 1 {
+				switch w[1] {
+				case "TABLE", "DATABASE", "SCHEMA", "COLLECTION", "KEYSPACE":
+					return true
+				}
+			}
+		case "TRUNCATE":
+			return true
+		case "DELETE":
+			if !containsWord(w, "WHERE") {
+				return true
+			}
+		case "UPDATE":
+			if containsWord(w, "SET") && !containsWord(w, "WHERE") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func containsWord(ws []string, w string) bool {
+	for _, x := range ws {
+		if x == w || strings.HasPrefix(x, w+"(") {
+			return true
+		}
+	}
+	return false
+}
+
+func stripSQLComments(s string) string {
+	if !strings.Contains(s, "--") && !strings.Contains(s, "/*") {
+		return s
+	}
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case strings.HasPrefix(s[i:], "--"):
+			j := strings.IndexByte(s[i:], '\n')
+			if j < 0 {
+				return sb.String()
+			}
+			i += j
+			sb.WriteByte('\n')
+		case strings.HasPrefix(s[i:], "/*"):
+			j := strings.Index(s[i+2:], "*/")
+			if j < 0 {
+				return sb.String()
+			}
+			i += j + 3
+			sb.WriteByte(' ')
+		default:
+			sb.WriteByte(s[i])
+		}
+	}
+	return sb.String()
+}
+
+// database handles Redis, MongoDB and database admin tools.
+func (a *analyzer) database(c *call) {
+	switch c.name {
+	case "redis-cli":
+		words := nonOptions(c.args, "hpanur")
+		text := strings.ToUpper(joinFields(words).s + " " + c.in.text)
+		if strings.Contains(text, "FLUSHALL") || strings.Contains(text, "FLUSHDB") {
+			a.add(ruleDatabase)
+		}
+		if strings.Contains(text, "CONFIG SET DIR") || strings.Contains(text, "CONFIG SET DBFILENAME") {
+			a.add(ruleDatabase)
+		}
+	case "mongo":
+		text := c.in.text
+		for i, f := range c.args {
+			if (f.s == "--eval" || f.s == "-e") && i+1 < len(c.args) {
+				text += "\n" + c.args[i+1].s
+			}
+		}
+		if strings.Contains(text, "dropDatabase") || strings.Contains(text, ".drop(") ||
+			strings.Contains(text, "deleteMany({})") || strings.Contains(text, "remove({})") {
+			a.add(ruleDatabase)
+		}
+	case "dropdb", "dropuser":
+		for _, f := range c.args {
+			if f.s == "--help" || f.s == "--version" {
+				return
+			}
+		}
+		if len(c.args) > 0 {
+			a.add(ruleDatabase)
+		}
+	case "mysqladmin":
+		for _, f := range c.args {
+			if f.s == "drop" {
+				a.add(ruleDatabase)
+			}
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package policy
+
+import (
+	"strings"
+)
+
+// delOpts describe a delete.
+type delOpts struct {
+	recursive, force bool
+	outside          ruleID // rule for a delete outside the working tree
+}
+
+// deleteTarget judges deleting f.
+func (a *analyzer) deleteTarget(f field, o delOpts) {
+	if f.s == "" {
+		return
+	}
+	if a.bulk > 0 {
+		o.force = true
+	}
+	if a.findAll > 0 {
+		o.recursive = true
+	}
+	if o.outside == 0 {
+		o.outside = ruleDeleteOutside
+	}
+	if f.dyn {
+		if a.protectedPrefix(f.s) {
+			a.add(ruleGateConfigWrite)
+		}
+		if !o.recursive && !o.force {
+			return
+		}
+		prefix := f.s[:strings.IndexByte(f.s, unk)]
+		if prefix == "" || prefix == "/" || !a.insidePrefix(prefix) {
+			if !(f.posRef && a.inFuncDef()) {
+				a.add(ruleDeleteUnresolved)
+			}
+		}
+		return
+	}
+	t := a.target(f)
+	p := t.p
+	if o.recursive {
+		root, sys, home := false, false, false
+		if t.glob {
+			root, sys, home = a.globHits(p)
+		}
+		switch {
+		case p == "/" || root:
+			a.add(ruleDeleteRoot)
+			return
+		case systemTops[p] || sys:
+			a.add(ruleDeleteSystem)
+			return
+		case (a.isHomeDir(p) || home) && !a.inside(t):
+			a.add(ruleDeleteHome)
+			return
+		}
+	}
+	if a.holdsProtected(t) {
+		a.add(ruleGateConfigWrite)
+		return
+	}
+	switch {
+	case p == "/" || systemTops[p]:
+		a.add(ruleDeleteSystemFile)
+		return
+	case a.isHistory(p):
+		a.add(ruleHistory)
+	case isLogPath(p):
+		a.add(ruleLogs)
+	case a.isCredential(t) || a.isRC(p) || a.isSSHDir(p):
+		a.add(ruleDeleteSensitive)
+	}
+	if t.glob && !o.recursive {
+		if root, sys, home := a.globHits(p); root || sys || home {
+			a.add(o.outside)
+			return
+		}
+	}
+	if !a.inside(t) {
+		if o.recursive || o.force {
+			a.add(o.outside)
+		} else if a.isSystemWrite(p) {
+			a.add(ruleDeleteSystemFile)
+		}
+	}
+}
+
+func (a *analyzer) rm(c *call) {
+	var o delOpts
+	var targets []field
+	ended := false
+	for _, f := range c.args {
+		s := f.s
+		if !ended && !f.dyn && len(s) > 1 && s[0] == '-' {
+			switch {
+			case s == "--":
+				ended = true
+			case s == "--recursive":
+				o.recursive = true
+			case s == "--force":
+				o.force = true
+			case s == "--no-preserve-root":
+				a.add(ruleNoPreserveRoot)
+			case !strings.HasPrefix(s, "--"):
+				o.recursive = o.recursive || strings.ContainsAny(s, "rR")
+				o.force = o.force || strings.ContainsRune(s, 'f')
+			}
+			continue
+		}
+		targets = append(targets, f)
+	}
+	if c.name == "rmdir" {
+		o = delOpts{}
+	}
+	for _, f := range targets {
+		a.deleteTarget(f, o)
+	}
+}
+
+func (a *analyzer) shred(c *call) {
+	for _, f := range nonOptions(c.args, "nsx") {
+		if strings.HasPrefix(f.s, "/dev/") {
+			switch deviceKind(f.s) {
+			case devBlock:
+				if !f.dyn {
+					a.add(ruleDiskWipe)
+				} else {
+					a.add(ruleDiskUnresolved)
+				}
+				continue
+			case devOther:
+				a.add(ruleDeviceWrite)
+				continue
+			}
+		}
+		a.deleteTarget(f, delOpts{force: true})
+	}
+}
+
+var findFilters = map[string]bool{
+	"-name": true, "-iname": true, "-path": true, "-ipath": true, "-regex": true, "-iregex": true, "-wholename": true,
+	"-iwholename": true, "-newer": true, "-mtime": true, "-mmin": true, "-atime": true, "-amin": true, "-ctime": true,
+	"-cmin": true, "-size": true, "-user": true, "-uid": true, "-group": true, "-gid": true, "-perm": true,
+	"-empty": true, "-inum": true, "-samefile": true, "-links": true, "-lname": true, "-ilname": true, "-nouser": true,
+	"-nogroup": true, "-newermt": true, "-used": true,
+}
+
+// findParse splits find's arguments into roots, whether the expression
+// narrows the match, and whether it acts (-delete, -exec, ...).
+func findParse(args []field) (roots []field, filtered, acts bool) {
+	i := 0
+	for i < len(args) {
+		s := args[i].s
+		if s == "-H" || s == "-L" || s == "-P" || strings.HasPrefix(s, "-O") {
+			i++
+			continue
+		}
+		if s == "-D" {
+			i += 2
+			continue
+		}
+		break
+	}
+	for ; i < len(args); i++ {
+		s := args[i].s
+		if strings.HasPrefix(s, "-") || s == "(" || s == "!" || s == "\\(" {
+			break
+		}
+		roots = append(roots, args[i])
+	}
+	for ; i < len(args); i++ {
+		s := args[i].s
+		if findFilters[s] {
+			filtered = true
+		}
+		switch s {
+		case "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf", "-fls", "-fprint0":
+			acts = true
+		}
+	}
+	if len(roots) == 0 {
+		roots = []field{lit(".")}
+	}
+	return
+}
+
+func (a *analyzer) find(c *call) {
+	roots, filtered, _ := findParse(c.args)
+	subst := func(r field) field {
+		if filtered {
+			r.s = strings.TrimSuffix(r.s, "/") + "/{}"
+			if r.s == "/{}" && !filtered {
+				r.s = "/"
+			}
+		}
+		return r
+	}
+	args := c.args
+	for i := 0; i < len(args); i++ {
+		switch s := args[i].s; s {
+		case "-delete":
+			for _, r := range roots {
+				if filtered {
+					a.deleteTarget(subst(r), delOpts{recursive: true, outside: ruleFindDelete})
+					continue
+				}
+				a.deleteTarget(r, delOpts{recursive: true, outside: ruleFindDelete})
+			}
+		case "-fprint", "-fprintf", "-fls", "-fprint0":
+			if i+1 < len(args) {
+				a.writeTarget(args[i+1], wCopy, desc{})
+			}
+		case "-exec", "-execdir", "-ok", "-okdir":
+			j := i + 1
+			for j < len(args) && args[j].s != ";" && args[j].s != "+" && args[j].s != "\\;" {
+				j++
+			}
+			cmd := args[i+1 : j]
+			i = j
+			if len(cmd) == 0 {
+				continue
+			}
+			for _, r := range roots {
+				r = subst(r)
+				argv := make([]field, len(cmd))
+				for k, f := range cmd {
+					if strings.Contains(f.s, "{}") {
+						f.s = strings.ReplaceAll(f.s, "{}", r.s)
+						f.dyn = f.dyn || r.dyn
+					}
+					argv[k] = f
+				}
+				a.bulk++
+				if !filtered {
+					a.findAll++
+				}
+				a.exec(argv, desc{})
+				a.bulk--
+				if !filtered {
+					a.findAll--
+				}
+			}
+		}
+	}
+}
+
+func (a *analyzer) rsync(c *call) {
+	del := false
+	var files []field
+	for i := 0; i < len(c.args); i++ {
+		s := c.args[i].s
+		switch {
+		case strings.HasPrefix(s, "--del") || s == "--remove-source-files":
+			del = true
+		case s == "-e" || s == "--rsh":
+			if i+1 < len(c.args) {
+				a.shellCode(c.args[i+1], desc{}, nil, false)
+				i++
+			}
+		case strings.HasPrefix(s, "--rsh="):
+			a.shellCode(field{s: s[len("--rsh="):]}, desc{}, nil, false)
+		case s == "-f" || s == "--filter" || s == "--exclude" || s == "--include" || s == "--port" || s == "--chmod" || s == "-T" || s == "--temp-dir":
+			i++
+		case strings.HasPrefix(s, "-"):
+		default:
+			files = append(files, c.args[i])
+		}
+	}
+	if len(files) < 2 {
+		return
+	}
+	dst := files[len(files)-1]
+	a.exfilCopy(files[:len(files)-1], dst)
+	if isRemoteSpec(dst.s) {
+		return
+	}
+	a.writeTarget(dst, wCopy, desc{})
+	if del {
+		a.deleteTarget(dst, delOpts{recursive: true, outside: ruleRsyncDelete})
+	}
+}
+
+// isRemoteSpec reports whether s names a remote file (host:path, s3://).
+func isRemoteSpec(s string) bool {
+	if strings.Contains(s, "://") {
+		return true
+	}
+	i := strings.IndexByte(s, ':')
+	return i > 0 && !strings.ContainsRune(s[:i], '/')
+}
+
+func (a *analyzer) mv(c *call) {
+	files, dst := copyArgs(c.args, "S")
+	if dst.s == "" {
+		return
+	}
+	for _, src := range files {
+		if src.dyn {
+			continue
+		}
+		t := a.target(src)
+		switch {
+		case a.holdsProtected(t):
+			a.add(ruleGateConfigWrite)
+		case t.p == "/" || systemTops[t.p] || a.isHomeDir(t.p) && !a.inside(t):
+			a.add(ruleMoveSystem)
+		case a.isHistory(t.p):
+			a.add(ruleHistory)
+		case isLogPath(t.p):
+			a.add(ruleLogs)
+		case a.isCredential(t) || a.isRC(t.p):
+			a.add(ruleDeleteSensitive)
+		case a.isSystemWrite(t.p):
+			a.add(ruleWriteSystem)
+		}
+		if dst.s == "/dev/null" {
+			a.deleteTarget(src, delOpts{recursive: true, force: true})
+		}
+	}
+	if dst.s != "/dev/null" {
+		content := desc{}
+		if len(files) == 1 && !files[0].dyn {
+			content = a.files[a.target(files[0]).p]
+		}
+		a.writeTarget(dst, wCopy, content)
+	}
+}
