@@ -1,0 +1,234 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/hermes-sandbox/hermes-sandbox/audit"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// interpreters are programs whose use counts as code execution (tools.code_execution).
+var interpreters = map[string]bool{"python": true, "python2": true, "python3": true, "node": true,
+	"nodejs": true, "deno": true, "bun": true, "ruby": true, "perl": true, "php": true, "lua": true,
+	"Rscript": true, "julia": true, "pwsh": true, "irb": true, "ipython": true}
+
+// usesInterpreter reports whether a script runs an interpreter: then tools.code_execution
+// applies as well as tools.shell_execute.
+func usesInterpreter(script string) bool {
+	f, err := syntax.NewParser().Parse(strings.NewReader(script), "")
+	if err != nil {
+		return false
+	}
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			name := path.Base(ce.Args[0].Lit())
+			if base, _, ok := strings.Cut(name, "3."); ok && base == "python" {
+				name = "python3"
+			}
+			found = found || interpreters[name]
+		}
+		return !found
+	})
+	return found
+}
+
+// commandText is the shell text of a command, for classification and the audit log.
+func commandText(cmd sandbox.Command) string {
+	if cmd.Script != "" || len(cmd.Argv) == 0 {
+		return cmd.Script
+	}
+	parts := make([]string, len(cmd.Argv))
+	for i, a := range cmd.Argv {
+		q, err := syntax.Quote(a, syntax.LangBash)
+		if err != nil {
+			q = fmt.Sprintf("%q", a)
+		}
+		parts[i] = q
+	}
+	return strings.Join(parts, " ")
+}
+
+func (s *Session) execSwitches(text string) []toolSwitch {
+	t := s.b.opts.Tools
+	sw := []toolSwitch{{t.ShellExecute, "shell_execute"}}
+	if usesInterpreter(text) {
+		sw = append(sw, toolSwitch{t.CodeExecution, "code_execution"})
+	}
+	return sw
+}
+
+// Exec classifies, approves, runs and records a command.
+func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	text := commandText(cmd)
+	c := &call{tool: audit.ToolExec, label: "command", command: text, switches: s.execSwitches(text)}
+	if err := s.admit(ctx, c); err != nil {
+		return nil, err
+	}
+	res, err := s.inner.Exec(ctx, cmd)
+	s.record(ctx, c, res, err)
+	return res, err
+}
+
+func (s *Session) jobs() (sandbox.JobRunner, error) {
+	jr, ok := s.inner.(sandbox.JobRunner)
+	if !ok {
+		return nil, fmt.Errorf("%s: background jobs: %w", s.b.inner.Name(), sandbox.ErrUnsupported)
+	}
+	return jr, nil
+}
+
+// StartJob gates a background job like a command.
+func (s *Session) StartJob(ctx context.Context, cmd sandbox.Command) (sandbox.JobStatus, error) {
+	jr, err := s.jobs()
+	if err != nil {
+		return sandbox.JobStatus{}, err
+	}
+	text := commandText(cmd)
+	c := &call{tool: audit.ToolJobStart, label: "background command", command: text, switches: s.execSwitches(text)}
+	if err := s.admit(ctx, c); err != nil {
+		return sandbox.JobStatus{}, err
+	}
+	st, err := jr.StartJob(ctx, cmd)
+	s.record(ctx, c, nil, err)
+	return st, err
+}
+
+// jobCall gates a job-management call: it counts against the budget and is recorded.
+func (s *Session) jobCall(ctx context.Context, op, id string, fn func(sandbox.JobRunner) error) error {
+	jr, err := s.jobs()
+	if err != nil {
+		return err
+	}
+	c := &call{tool: "job_" + op, label: "job " + op, command: strings.TrimSpace("job " + op + " " + id),
+		classify: ":", switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}}
+	if err := s.admit(ctx, c); err != nil {
+		return err
+	}
+	err = fn(jr)
+	s.record(ctx, c, nil, err)
+	return err
+}
+
+// Jobs lists background jobs.
+func (s *Session) Jobs(ctx context.Context) (out []sandbox.JobStatus, err error) {
+	err = s.jobCall(ctx, "list", "", func(jr sandbox.JobRunner) (e error) { out, e = jr.Jobs(ctx); return })
+	return
+}
+
+// PollJob returns a job's new output.
+func (s *Session) PollJob(ctx context.Context, id string) (out sandbox.JobOutput, err error) {
+	err = s.jobCall(ctx, "poll", id, func(jr sandbox.JobRunner) (e error) { out, e = jr.PollJob(ctx, id); return })
+	return
+}
+
+// WaitJob waits for a job.
+func (s *Session) WaitJob(ctx context.Context, id string) (out sandbox.JobOutput, err error) {
+	err = s.jobCall(ctx, "wait", id, func(jr sandbox.JobRunner) (e error) { out, e = jr.WaitJob(ctx, id); return })
+	return
+}
+
+// KillJob kills a job.
+func (s *Session) KillJob(ctx context.Context, id string) (out sandbox.JobStatus, err error) {
+	err = s.jobCall(ctx, "kill", id, func(jr sandbox.JobRunner) (e error) { out, e = jr.KillJob(ctx, id); return })
+	return
+}
+
+func (s *Session) files() (sandbox.FileSystem, error) {
+	fs, ok := s.inner.(sandbox.FileSystem)
+	if !ok {
+		return nil, fmt.Errorf("%s: files: %w", s.b.inner.Name(), sandbox.ErrUnsupported)
+	}
+	return fs, nil
+}
+
+func quote(p string) string {
+	q, err := syntax.Quote(p, syntax.LangBash)
+	if err != nil {
+		return fmt.Sprintf("%q", p)
+	}
+	return q
+}
+
+// ReadFile is gated like `cat PATH`, so reading credentials needs approval.
+func (s *Session) ReadFile(ctx context.Context, p string, offset, limit int64) ([]byte, error) {
+	fs, err := s.files()
+	if err != nil {
+		return nil, err
+	}
+	c := &call{tool: audit.ToolReadFile, label: "read_file", command: "read " + p, classify: "cat " + quote(p),
+		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}}}
+	if err := s.admit(ctx, c); err != nil {
+		return nil, err
+	}
+	b, err := fs.ReadFile(ctx, p, offset, limit)
+	c.rec.StdoutBytes = int64(len(b))
+	s.record(ctx, c, nil, err)
+	return b, err
+}
+
+// WriteFile is gated like `cat > PATH`, so writes to rc files, /etc or this tool's own
+// settings are caught.
+func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uint32) error {
+	fs, err := s.files()
+	if err != nil {
+		return err
+	}
+	c := &call{tool: audit.ToolWriteFile, label: "write_file", command: fmt.Sprintf("write %s (%d bytes)", p, len(data)),
+		classify: "cat > " + quote(p),
+		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}, {s.b.opts.Tools.FileWrite, "file_write"}}}
+	if err := s.admit(ctx, c); err != nil {
+		return err
+	}
+	err = fs.WriteFile(ctx, p, data, mode)
+	s.record(ctx, c, nil, err)
+	return err
+}
+
+// ListDir is gated like `ls PATH`.
+func (s *Session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
+	fs, err := s.files()
+	if err != nil {
+		return nil, err
+	}
+	c := &call{tool: "list_dir", label: "list_dir", command: "list " + p, classify: "ls " + quote(p),
+		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}}}
+	if err := s.admit(ctx, c); err != nil {
+		return nil, err
+	}
+	out, err := fs.ListDir(ctx, p)
+	s.record(ctx, c, nil, err)
+	return out, err
+}
+
+// Shell gates an interactive shell: it counts as a shell call and is recorded; what is typed
+// inside is the person's own doing.
+func (s *Session) Shell(ctx context.Context, opts sandbox.TerminalOptions) (int, error) {
+	t, ok := s.inner.(sandbox.Terminal)
+	if !ok {
+		return 0, fmt.Errorf("%s: interactive shell: %w", s.b.inner.Name(), sandbox.ErrUnsupported)
+	}
+	c := &call{tool: "shell", label: "interactive shell", command: "(interactive shell)", classify: ":",
+		switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}}
+	if err := s.admit(ctx, c); err != nil {
+		return 0, err
+	}
+	code, err := t.Shell(ctx, opts)
+	s.record(ctx, c, &sandbox.Result{ExitCode: code}, err)
+	return code, err
+}
+
+var (
+	_ sandbox.Backend        = (*Backend)(nil)
+	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Session        = (*Session)(nil)
+	_ sandbox.JobRunner      = (*Session)(nil)
+	_ sandbox.FileSystem     = (*Session)(nil)
+	_ sandbox.Terminal       = (*Session)(nil)
+	_ Budget                 = (*Session)(nil)
+)
