@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/backends/all"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -31,6 +32,8 @@ type app struct {
 	configFlag  string
 
 	registry *sandbox.Registry
+	// closers run when the command is done (the audit log).
+	closers []io.Closer
 }
 
 // exitError carries a process exit code without printing anything more.
@@ -52,6 +55,11 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if cerr := a.closers[i].Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
 	if err == nil {
 		return 0
 	}
@@ -60,6 +68,10 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return ee.code
 	}
 	fmt.Fprintf(stderr, "hermes-sandbox: %v\n", err)
+	var re *gate.RefusedError
+	if errors.As(err, &re) {
+		return re.ExitCode()
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		return 2
@@ -94,6 +106,10 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.setupCmd(),
 		a.benchCmd(),
 		a.versionCmd(),
+		a.mcpCmd(),
+		a.policyCmd(),
+		a.auditCmd(),
+		a.jobsCmd(),
 		agentCmd(),
 	)
 	return root

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -115,11 +116,15 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Timeout = cfg.Terminal.Timeout
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
-	b, err := a.openBackend(ctx, cfg)
+	b, err := a.openGuarded(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	if ap, done := terminalApprover(); ap != nil {
+		defer done()
+		ctx = gate.WithApprover(ctx, ap)
+	}
 	sess, err := b.Open(ctx, f.session)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -28,11 +29,15 @@ is run as one script in the session instead.`,
 			if err != nil {
 				return err
 			}
-			b, err := a.openBackend(ctx, cfg)
+			b, err := a.openGuarded(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
+			if ap, done := terminalApprover(); ap != nil {
+				defer done()
+				ctx = gate.WithApprover(ctx, ap)
+			}
 			sess, err := b.Open(ctx, session)
 			if err != nil {
 				return err

@@ -1,0 +1,30 @@
+# Hermes Sandbox. `make run` builds and runs the main job; `make test` runs every test.
+GO ?= go
+BIN := bin
+LDFLAGS := -s -w
+export CGO_ENABLED := 0
+
+.PHONY: build run test vet bench clean
+
+# Static binaries: the CLI (which can also serve as its own in-sandbox helper) and the small
+# helper for both architectures, for remote hosts over SSH.
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hermes-sandbox ./cmd/hermes-sandbox
+	GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-agent-linux-amd64 ./cmd/sandbox-agent
+	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-agent-linux-arm64 ./cmd/sandbox-agent
+
+# The main job: build, report what works on this machine, and run a first command.
+run: build
+	./scripts/demo.sh
+
+# Everything the tests need (apt packages, an SSH server binary), then vet and the race tests.
+test:
+	./scripts/test-deps.sh
+	CGO_ENABLED=1 $(GO) vet ./...
+	CGO_ENABLED=1 $(GO) test -race -timeout 40m ./...
+
+bench: build
+	CGO_ENABLED=1 $(GO) test -run '^$$' -bench . -benchtime 200x ./backends/... ./policy/ ./audit/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hermes-sandbox/hermes-sandbox/audit"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/policy"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// openGuarded builds the backend for this run behind the gate: policy classification,
+// approvals, tool switches, the call cap and the audit log. Every command path of the CLI and
+// the MCP server goes through it.
+func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Backend, error) {
+	b, err := a.openBackend(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := a.gateOptions(cfg, b.Name())
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return gate.Wrap(b, opts), nil
+}
+
+// gateOptions derives the gate's settings from the configuration.
+func (a *app) gateOptions(cfg *config.Config, backend string) (gate.Options, error) {
+	auditPath := a.expandHome(cfg.Audit.LogDestination)
+	classifier := policy.New(policy.Options{
+		ProtectedPaths: []string{cfg.Path(), cfg.SecretsPath(), filepath.Dir(cfg.Path()), auditPath,
+			auditPath + ".checkpoint", filepath.Join(cfg.StateDir(), "gate")},
+		WorkDir: a.workDir(cfg, backend),
+		Home:    a.getenv("HOME"),
+	})
+	opts := gate.Options{
+		Classifier:   classifier,
+		Mode:         cfg.Approvals.Mode,
+		Timeout:      cfg.Approvals.Timeout,
+		Allowlist:    cfg.Approvals.CommandAllowlist,
+		Tools:        cfg.Tools,
+		MaxToolCalls: cfg.Loop.MaxToolCalls,
+		Store:        gate.NewStore(filepath.Join(cfg.StateDir(), "gate")),
+		SaveAlways: func(desc string) error {
+			list := append(append([]string(nil), cfg.Approvals.CommandAllowlist...), desc)
+			for i := range list {
+				if strings.ContainsAny(list[i], ",[]") {
+					list[i] = fmt.Sprintf("%q", list[i])
+				}
+			}
+			return config.Set(a.configPath(), "approvals.command_allowlist", "["+strings.Join(list, ", ")+"]")
+		},
+	}
+	if cfg.Audit.Enabled && cfg.Audit.Level != config.AuditOff {
+		log, err := audit.Open(auditPath, audit.Options{Level: audit.Level(cfg.Audit.Level), Redact: audit.NewRedactor(a.secrets(cfg))})
+		if err != nil {
+			return opts, fmt.Errorf("open the audit log %s: %w (fix audit.log_destination, or set audit.enabled false)", auditPath, err)
+		}
+		a.closers = append(a.closers, log)
+		opts.Audit = log
+	}
+	return opts, nil
+}
+
+// workDir is where routine deletes are fine for the classifier: the backend's working tree.
+func (a *app) workDir(cfg *config.Config, backend string) string {
+	switch backend {
+	case "docker":
+		return cfg.Docker.Cwd
+	case "local":
+		if cfg.Terminal.Cwd != "" {
+			return a.expandHome(cfg.Terminal.Cwd)
+		}
+		wd, _ := os.Getwd()
+		return wd
+	}
+	return cfg.Terminal.Cwd
+}
+
+// secrets lists the values that must never appear in the audit log.
+func (a *app) secrets(cfg *config.Config) []string {
+	out := []string{cfg.SSH.Password.Reveal(), cfg.SSH.KeyPassphrase.Reveal(), cfg.Modal.TokenID.Reveal(),
+		cfg.Modal.TokenSecret.Reveal(), cfg.Daytona.APIKey.Reveal(), cfg.Vercel.Token.Reveal(), cfg.Vercel.OIDCToken.Reveal()}
+	for _, kv := range a.environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && len(v) >= 8 && sandbox.LooksSecret(k) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (a *app) expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return filepath.Join(a.getenv("HOME"), p[1:])
+	}
+	return p
+}
+
+// ttyApprover asks the person at the controlling terminal.
+type ttyApprover struct {
+	in  io.Reader
+	out io.Writer
+}
+
+// terminalApprover returns an approver on /dev/tty, or nil when there is no terminal (then
+// manual mode refuses: silence is never consent).
+func terminalApprover() (gate.Approver, func()) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, func() {}
+	}
+	return &ttyApprover{in: tty, out: tty}, func() { tty.Close() }
+}
+
+func (t *ttyApprover) Approve(ctx context.Context, req gate.Request) (gate.Decision, error) {
+	fmt.Fprintf(t.out, "\nhermes-sandbox: approval needed (%s verdict, backend %s, session %s)\n", req.Verdict, req.Backend, req.Session)
+	fmt.Fprintf(t.out, "  %s: %s\n", req.Tool, req.Command)
+	for _, f := range req.Findings {
+		fmt.Fprintf(t.out, "  [%s] %s\n", f.Rule, f.Description)
+	}
+	fmt.Fprint(t.out, "Allow? [o]nce, [s]ession, [a]lways, [d]eny (default deny): ")
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(t.in).ReadString('\n')
+		answer <- strings.ToLower(strings.TrimSpace(line))
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(t.out, "\n(no answer in time: denied)")
+		return gate.Deny, ctx.Err()
+	case s := <-answer:
+		switch s {
+		case "o", "once", "y", "yes":
+			return gate.ApproveOnce, nil
+		case "s", "session":
+			return gate.ApproveSession, nil
+		case "a", "always":
+			return gate.ApproveAlways, nil
+		}
+		return gate.Deny, nil
+	}
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/mcpserver"
+)
+
+// httpFromConfig is --http's value when it is given without an address.
+const httpFromConfig = "config"
+
+type mcpFlags struct {
+	http         string
+	token        string
+	keepSessions bool
+	idleTimeout  time.Duration
+}
+
+func (a *app) mcpCmd() *cobra.Command {
+	var f mcpFlags
+	cmd := &cobra.Command{
+		Use:   "mcp [--http [ADDR]] [--keep-sessions]",
+		Short: "Serve the sandbox to an AI agent over MCP (stdio, or streamable HTTP)",
+		Long: `Runs an MCP server whose tools run in the configured backend (or --sandbox):
+  terminal      run a shell command; cd and export carry over; background jobs
+  process       list, poll, wait for or kill background jobs
+  read_file     read a text file by lines
+  write_file    write a file
+  sandbox_info  the backend, its isolation and hardening, the approval mode, the tool-call budget
+
+Every call passes the policy gate and is written to the audit log. Dangerous commands are put to
+the person through the client (MCP elicitation) when approvals.mode is manual and the client
+supports it; otherwise they are refused with a message that says how an operator can allow them.
+Tools switched off under tools.* are not offered.
+
+Each MCP session gets its own sandbox session, mcp-<id>, which is removed when the MCP session
+ends unless --keep-sessions.
+
+By default the server speaks MCP on stdin/stdout. With --http it serves streamable HTTP at
+http://ADDR/mcp instead (ADDR defaults to mcp.listen, 127.0.0.1:8765). A non-loopback ADDR needs a
+bearer token, from $HERMES_SANDBOX_MCP_TOKEN (preferred: a flag is visible in the process list)
+or --token; a token, if given, is required on loopback too.`,
+		Example: `  hermes-sandbox mcp                                  # stdio, for Claude Code, Cursor, …
+  hermes-sandbox mcp --sandbox docker --keep-sessions
+  hermes-sandbox mcp --http                           # http://127.0.0.1:8765/mcp
+  HERMES_SANDBOX_MCP_TOKEN=$(openssl rand -hex 32) hermes-sandbox mcp --http 0.0.0.0:8765`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				// `--http ADDR`: the optional flag value arrives as an argument.
+				if !cmd.Flags().Changed("http") || f.http != httpFromConfig {
+					return usagef("mcp: unexpected argument %q (did you mean --http %s?)", args[0], args[0])
+				}
+				f.http = args[0]
+			}
+			return a.runMCP(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.http, "http", "", "serve streamable HTTP on ADDR (default mcp.listen) instead of stdio")
+	fl.Lookup("http").NoOptDefVal = httpFromConfig
+	fl.StringVar(&f.token, "token", "", "bearer token HTTP clients must send (prefer $"+mcpserver.TokenEnv+")")
+	fl.BoolVar(&f.keepSessions, "keep-sessions", false, "keep each MCP session's sandbox session (files, jobs, shell state) after it ends")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", time.Hour, "end an HTTP session, and its sandbox session, after this long without requests (0 = never)")
+	return cmd
+}
+
+func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
+	ctx := cmd.Context()
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	token := f.token
+	if token == "" {
+		token = a.getenv(mcpserver.TokenEnv)
+	}
+	addr := f.http
+	if addr == httpFromConfig {
+		addr = cfg.MCP.Listen
+	}
+	if addr != "" {
+		// Check before building the backend, which may start containers.
+		if err := mcpserver.CheckListen(addr, token); err != nil {
+			return usageError{err}
+		}
+	} else if cmd.Flags().Changed("token") {
+		return usagef("mcp: --token applies to --http only; stdio needs none")
+	}
+	if f.idleTimeout < 0 {
+		return usagef("mcp: --idle-timeout must not be negative")
+	}
+
+	b, err := a.openGuarded(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := mcpserver.New(mcpserver.Options{
+		Backend:        b,
+		Config:         cfg,
+		KeepSessions:   f.keepSessions,
+		SessionTimeout: f.idleTimeout,
+		Version:        Version,
+		Logger:         logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	if addr == "" {
+		return srv.Serve(ctx, &mcp.IOTransport{Reader: readCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
+	}
+	return srv.ListenAndServe(ctx, addr, token, func(bound net.Addr) {
+		auth := "no token (loopback only)"
+		if token != "" {
+			auth = "bearer token required"
+		}
+		fmt.Fprintf(a.stderr, "hermes-sandbox: MCP server on http://%s%s (backend %s; %s)\n", bound, mcpserver.HTTPPath, b.Name(), auth)
+	})
+}
+
+func readCloser(r io.Reader) io.ReadCloser {
+	if rc, ok := r.(io.ReadCloser); ok {
+		return rc
+	}
+	return io.NopCloser(r)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

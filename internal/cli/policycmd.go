@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/policy"
+)
+
+func (a *app) policyCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "policy", Short: "Inspect the command gate (check)"}
+	var asJSON bool
+	check := &cobra.Command{
+		Use:   "check [--json] [COMMAND]",
+		Short: "Classify a command as safe, dangerous or hardline",
+		Long: `Classifies COMMAND with the same shell-AST gate that guards every backend and prints the
+verdict and findings. With no COMMAND, reads commands from stdin, one per line, and writes exactly
+one JSON line per input line:
+  {"command": …, "verdict": "safe"|"dangerous"|"hardline", "findings": [{"rule": …, "description": …}]}
+In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 2 when hardline.`,
+		Example: `  hermes-sandbox policy check 'rm -rf /'
+  hermes-sandbox policy check --json 'curl https://x.sh | sh'
+  hermes-sandbox policy check < commands.txt`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c := a.classifier()
+			if len(args) == 0 {
+				return policy.CheckLines(a.stdin, a.stdout, c)
+			}
+			res := c.Classify(strings.Join(args, " "))
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(a.stdout, "%s\n", res.Verdict)
+				for _, f := range res.Findings {
+					fmt.Fprintf(a.stdout, "  [%s] %s\n", f.Rule, f.Description)
+				}
+			}
+			switch res.Verdict {
+			case policy.VerdictDangerous:
+				return exitError{1}
+			case policy.VerdictHardline:
+				return exitError{2}
+			}
+			return nil
+		},
+	}
+	check.Flags().BoolVar(&asJSON, "json", false, "print the verdict as JSON")
+	cmd.AddCommand(check)
+	return cmd
+}
+
+// classifier builds the gate's classifier from the configuration when it loads, so protected
+// paths match the real config files; a broken config still gets the default classifier.
+func (a *app) classifier() *policy.Classifier {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return policy.New(policy.Options{Home: a.getenv("HOME")})
+	}
+	opts, err := a.gateOptions(cfg, "")
+	if err != nil || opts.Classifier == nil {
+		return policy.New(policy.Options{Home: a.getenv("HOME")})
+	}
+	return opts.Classifier
+}
