@@ -23,12 +23,17 @@ type sessionState struct {
 	path  string
 	cwd   string
 	env   map[string]string
+	known []string
 	fresh bool
 }
 
 type savedState struct {
 	Cwd Bytes            `json:"cwd"`
 	Env map[string]Bytes `json:"env"`
+	// Known lists the names the session was ever given from outside, so that a name passed
+	// through later (a new env_passthrough entry) is added, while one the session unset on
+	// purpose stays unset.
+	Known []string `json:"known,omitempty"`
 }
 
 func loadState(dir string, initialEnv []string, initialCwd string) (*sessionState, error) {
@@ -37,9 +42,22 @@ func loadState(dir string, initialEnv []string, initialCwd string) (*sessionStat
 	if err == nil {
 		var saved savedState
 		if err := json.Unmarshal(b, &saved); err == nil && saved.Env != nil {
-			st.cwd, st.env = string(saved.Cwd), fromBytesMap(saved.Env)
+			st.cwd, st.env, st.known = string(saved.Cwd), fromBytesMap(saved.Env), saved.Known
 			if fi, err := os.Stat(st.cwd); err != nil || !fi.IsDir() {
 				st.cwd = homeOr(st.env, "/")
+			}
+			added := false
+			for _, kv := range initialEnv {
+				if k, v, ok := strings.Cut(kv, "="); ok && k != "" && !slices.Contains(st.known, k) {
+					st.known = append(st.known, k)
+					if _, set := st.env[k]; !set {
+						st.env[k] = v
+					}
+					added = true
+				}
+			}
+			if added {
+				return st, st.save()
 			}
 			return st, nil
 		}
@@ -51,6 +69,7 @@ func loadState(dir string, initialEnv []string, initialCwd string) (*sessionStat
 	for _, kv := range initialEnv {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
 			st.env[k] = v
+			st.known = append(st.known, k)
 		}
 	}
 	st.cwd = initialCwd
@@ -106,7 +125,7 @@ func (st *sessionState) envListLocked() []string {
 
 // save writes the state atomically.
 func (st *sessionState) save() error {
-	b, err := json.Marshal(savedState{Cwd: Bytes(st.cwd), Env: toBytesMap(st.env)})
+	b, err := json.Marshal(savedState{Cwd: Bytes(st.cwd), Env: toBytesMap(st.env), Known: st.known})
 	if err != nil {
 		return err
 	}

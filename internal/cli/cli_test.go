@@ -1,0 +1,321 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/cli"
+)
+
+// env is an isolated user: its own config, state and home.
+type env struct {
+	t       *testing.T
+	dir     string
+	environ []string
+}
+
+func newEnv(t *testing.T) *env {
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, environ: []string{
+		"HOME=" + dir, "PATH=/usr/local/bin:/usr/bin:/bin",
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
+	}}
+	return e
+}
+
+// run runs the CLI in-process and returns exit code, stdout and stderr.
+func (e *env) run(stdin string, args ...string) (int, string, string) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.RunWith(context.Background(), args, strings.NewReader(stdin), &out, &errb, e.environ)
+	return code, out.String(), errb.String()
+}
+
+func (e *env) mustRun(args ...string) string {
+	e.t.Helper()
+	code, out, errOut := e.run("", args...)
+	if code != 0 {
+		e.t.Fatalf("hermes-sandbox %q exited %d: %s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+func TestExecStatePersistsAcrossRuns(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	e.mustRun("exec", "-c", "cd /tmp && export X=1")
+	if out := e.mustRun("exec", "-c", "pwd; echo $X"); out != "/tmp\n1\n" {
+		t.Errorf("second exec printed %q; want /tmp and 1", out)
+	}
+	// Another session does not share it.
+	if out := e.mustRun("exec", "--session", "other", "-c", `echo "${X-unset}"`); out != "unset\n" {
+		t.Errorf("other session printed %q", out)
+	}
+}
+
+func TestExecJSONAndExitCodes(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	code, out, _ := e.run("", "exec", "--json", "-c", "echo hi; echo oops >&2; exit 3")
+	if code != 3 {
+		t.Errorf("exit code = %d; want 3", code)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json output %q: %v", out, err)
+	}
+	for _, k := range []string{"exit_code", "stdout", "stderr", "truncated", "output_file", "duration_ms", "cwd", "environment_recreated"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("--json lacks %q: %s", k, out)
+		}
+	}
+	if res["stdout"] != "hi\n" || res["stderr"] != "oops\n" || res["exit_code"] != 3.0 {
+		t.Errorf("--json = %s", out)
+	}
+	tests := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"exec", "-c", "true"}, 0},
+		{[]string{"exec", "--", "no-such-program-hermes"}, 127},
+		{[]string{"exec", "-c", "no-such-program-hermes"}, 127},
+		{[]string{"exec", "--timeout", "300ms", "-c", "sleep 30"}, 124},
+		{[]string{"exec"}, 2},
+		{[]string{"exec", "-c", ""}, 2},
+		{[]string{"exec", "-c", "x", "--", "y"}, 2},
+		{[]string{"exec", "--env", "NOEQUALS", "-c", "true"}, 2},
+		{[]string{"exec", "--cwd", "/no/such/dir", "-c", "pwd"}, 1},
+		{[]string{"exec", "-c", "rm -rf /"}, 126},
+	}
+	for _, tt := range tests {
+		if code, out, errOut := e.run("", tt.args...); code != tt.code {
+			t.Errorf("hermes-sandbox %q exited %d; want %d (%s%s)", tt.args, code, tt.code, out, errOut)
+		}
+	}
+}
+
+func TestExecArgvAndEnv(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	weird := "a'b\"c $(echo no) \xff"
+	if out := e.mustRun("exec", "--", "printf", "%s", weird); out != weird {
+		t.Errorf("argv came back as %q; want %q", out, weird)
+	}
+	if out := e.mustRun("exec", "--env", "K=v=w", "-c", `printf %s "$K"`); out != "v=w" {
+		t.Errorf("--env value = %q", out)
+	}
+	// A command that closes stdout early and goes on.
+	if code, _, errOut := e.run("", "exec", "-c", "exec 1>&-; echo still >&2"); code != 0 || errOut != "still\n" {
+		t.Errorf("closed stdout: exit %d stderr %q", code, errOut)
+	}
+	// Stdin passes through.
+	if code, out, _ := e.run("piped\n", "exec", "-c", "cat"); code != 0 || out != "piped\n" {
+		t.Errorf("stdin: exit %d out %q", code, out)
+	}
+}
+
+func TestHostSecretsStayOut(t *testing.T) {
+	e := newEnv(t)
+	e.environ = append(e.environ, "OPENAI_API_KEY=sk-secret-value-123456", "MY_TOKEN=tok-123456789", "PLAIN=ok")
+	e.mustRun("config", "set", "sandbox", "local")
+	out := e.mustRun("exec", "-c", "env")
+	if strings.Contains(out, "sk-secret") || strings.Contains(out, "tok-1234") || strings.Contains(out, "PLAIN=") {
+		t.Errorf("host environment leaked: %s", out)
+	}
+	e.mustRun("config", "set", "terminal.env_passthrough", "MY_TOKEN,PLAIN")
+	out = e.mustRun("exec", "-c", "env")
+	if !strings.Contains(out, "MY_TOKEN=tok-123456789") || !strings.Contains(out, "PLAIN=ok") || strings.Contains(out, "sk-secret") {
+		t.Errorf("passthrough: %s", out)
+	}
+}
+
+func TestUnknownBackendListsAllSeven(t *testing.T) {
+	e := newEnv(t)
+	code, _, errOut := e.run("", "--sandbox", "nope", "exec", "-c", "true")
+	if code == 0 {
+		t.Fatalf("unknown backend exited 0")
+	}
+	for _, n := range []string{"local", "docker", "ssh", "singularity", "modal", "daytona", "vercel"} {
+		if !strings.Contains(errOut, n) {
+			t.Errorf("error %q does not list %s", errOut, n)
+		}
+	}
+}
+
+func TestConfigBadInput(t *testing.T) {
+	e := newEnv(t)
+	path := filepath.Join(e.dir, "config", "hermes-sandbox", "config.yaml")
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	os.WriteFile(path, []byte("terminal:\n  backend: local\ndocker:\n  netwrk_enabled: true\n"), 0o600)
+	code, _, errOut := e.run("", "exec", "-c", "true")
+	if code == 0 || !strings.Contains(errOut, "netwrk_enabled") || !strings.Contains(errOut, "network_enabled") || !strings.Contains(errOut, ":4") {
+		t.Errorf("unknown key: exit %d, %q; want the key, the suggestion and line 4", code, errOut)
+	}
+	os.WriteFile(path, []byte("terminal: [unclosed\n"), 0o600)
+	if code, _, errOut := e.run("", "exec", "-c", "true"); code == 0 || !strings.Contains(errOut, "config.yaml") {
+		t.Errorf("malformed YAML: exit %d, %q", code, errOut)
+	}
+	os.Remove(path)
+	if code, _, errOut := e.run("", "config", "set", "docker.memory_limit", "lots"); code == 0 || errOut == "" {
+		t.Errorf("config set of a bad size: exit %d %q", code, errOut)
+	}
+	if code, _, _ := e.run("", "config", "set", "docker.nope", "1"); code == 0 {
+		t.Errorf("config set of an unknown key succeeded")
+	}
+	e.mustRun("config", "set", "sandbox", "docker")
+	if out := e.mustRun("config", "get", "terminal.backend"); out != "docker\n" {
+		t.Errorf("config get terminal.backend = %q after `config set sandbox docker`", out)
+	}
+	e.mustRun("config", "set", "docker.image", "img:1")
+	e.mustRun("config", "unset", "docker.image")
+	if out := e.mustRun("config", "get", "docker.image"); out != "python:3.12-slim\n" {
+		t.Errorf("after unset docker.image = %q", out)
+	}
+	if out := e.mustRun("config", "path"); strings.TrimSpace(out) != path {
+		t.Errorf("config path = %q; want %q", out, path)
+	}
+	if out := e.mustRun("config", "list"); !strings.Contains(out, "terminal.backend") || !strings.Contains(out, "(file)") {
+		t.Errorf("config list = %q", out)
+	}
+}
+
+func TestSessionsListAndRemove(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	e.mustRun("exec", "--session", "alpha", "-c", "true")
+	e.mustRun("exec", "--session", "beta", "-c", "true")
+	out := e.mustRun("sessions", "list")
+	if !strings.Contains(out, "alpha") || !strings.Contains(out, "beta") {
+		t.Fatalf("sessions list = %q", out)
+	}
+	e.mustRun("sessions", "rm", "alpha")
+	if out := e.mustRun("sessions", "list"); strings.Contains(out, "alpha") {
+		t.Errorf("alpha still listed: %q", out)
+	}
+	if code, _, _ := e.run("", "sessions", "rm", "alpha"); code == 0 {
+		t.Errorf("removing a missing session exited 0")
+	}
+	e.mustRun("sessions", "rm", "--all")
+	if out := e.mustRun("sessions", "list"); strings.Contains(out, "beta") {
+		t.Errorf("beta still listed: %q", out)
+	}
+}
+
+func TestBackgroundJobsFromTheCLI(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	id := strings.TrimSpace(e.mustRun("exec", "--background", "-c", "echo from-job; exit 4"))
+	if !strings.HasPrefix(id, "job-") {
+		t.Fatalf("exec --background printed %q; want a job id", id)
+	}
+	code, out, _ := e.run("", "jobs", "wait", id)
+	if code != 4 || out != "from-job\n" {
+		t.Errorf("jobs wait = %d %q; want 4 from-job", code, out)
+	}
+	if out := e.mustRun("jobs", "list"); !strings.Contains(out, id) || !strings.Contains(out, "exited 4") {
+		t.Errorf("jobs list = %q", out)
+	}
+}
+
+func TestDoctorListsEveryBackend(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	_, out, _ := e.run("", "doctor")
+	for _, n := range []string{"local", "docker", "ssh", "singularity", "modal", "daytona", "vercel"} {
+		if !strings.Contains(out, n) {
+			t.Errorf("doctor output lacks %s:\n%s", n, out)
+		}
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	e := newEnv(t)
+	out := e.mustRun("bench", "--sandbox", "local", "-n", "5", "--json")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench --json = %q: %v", out, err)
+	}
+	for _, k := range []string{"backend", "n", "overhead_p50_ms", "overhead_p95_ms", "overhead_p99_ms", "baseline", "baseline_p50_ms"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("bench --json lacks %q: %s", k, out)
+		}
+	}
+	if r["backend"] != "local" || r["n"] != 5.0 || r["overhead_p50_ms"].(float64) <= 0 || r["baseline_p50_ms"].(float64) <= 0 {
+		t.Errorf("bench --json = %s", out)
+	}
+}
+
+func TestSetupNonInteractive(t *testing.T) {
+	e := newEnv(t)
+	code, out, errOut := e.run("", "setup", "local", "--non-interactive", "--set", "terminal.timeout=45s")
+	if code != 0 || !strings.Contains(out, "OK: local works") {
+		t.Fatalf("setup = %d %q %q", code, out, errOut)
+	}
+	if got := e.mustRun("config", "get", "terminal.timeout"); got != "45s\n" {
+		t.Errorf("timeout after setup = %q", got)
+	}
+	if got := e.mustRun("config", "get", "sandbox"); got != "local\n" {
+		t.Errorf("backend after setup = %q", got)
+	}
+	if code, _, _ := e.run("", "setup", "nope", "--non-interactive"); code == 0 {
+		t.Errorf("setup of an unknown backend exited 0")
+	}
+}
+
+func TestPolicyCheckBatch(t *testing.T) {
+	e := newEnv(t)
+	code, out, _ := e.run("ls -la\nrm -rf /\ngit push --force\n\n", "policy", "check")
+	if code != 0 {
+		t.Fatalf("batch exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines for 4 inputs: %q", len(lines), out)
+	}
+	want := []string{"safe", "hardline", "dangerous", "safe"}
+	for i, l := range lines {
+		var r struct {
+			Command  string            `json:"command"`
+			Verdict  string            `json:"verdict"`
+			Findings []json.RawMessage `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %d %q: %v", i, l, err)
+		}
+		if r.Verdict != want[i] || r.Findings == nil {
+			t.Errorf("line %d = %s; want verdict %s and a findings array", i, l, want[i])
+		}
+	}
+	if code, _, _ := e.run("", "policy", "check", "rm -rf /"); code != 2 {
+		t.Errorf("policy check hardline exit = %d; want 2", code)
+	}
+}
+
+func TestAuditRecordsEveryExecAndVerifies(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	e.mustRun("exec", "-c", "echo one")
+	e.run("", "exec", "-c", "rm -rf /")
+	out := e.mustRun("audit", "verify")
+	if !strings.Contains(out, "2") {
+		t.Errorf("audit verify = %q", out)
+	}
+	if out := e.mustRun("audit", "show", "--session", "default"); !strings.Contains(out, "echo one") || !strings.Contains(out, "rm -rf /") {
+		t.Errorf("audit show = %q", out)
+	}
+	// Tampering is caught.
+	log := filepath.Join(e.dir, ".local", "state", "hermes-sandbox", "audit.log")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(log, bytes.Replace(b, []byte("echo one"), []byte("echo two"), 1), 0o600)
+	if code, out, _ := e.run("", "audit", "verify"); code == 0 || !strings.Contains(out, "1") {
+		t.Errorf("verify after an edit = %d %q; want failure naming record 1", code, out)
+	}
+}

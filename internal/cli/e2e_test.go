@@ -1,0 +1,124 @@
+package cli_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// binary builds the real static hermes-sandbox once per test process.
+func binary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hermes-cli-e2e-")
+		if err != nil {
+			binOnce.err = err
+			return
+		}
+		binOnce.path = filepath.Join(dir, "hermes-sandbox")
+		cmd := exec.Command("go", "build", "-o", binOnce.path, "../../cmd/hermes-sandbox")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binOnce.err = &exec.ExitError{Stderr: out}
+		}
+	})
+	if binOnce.err != nil {
+		t.Fatalf("build hermes-sandbox: %v", binOnce.err)
+	}
+	return binOnce.path
+}
+
+func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = e.environ
+	return cmd
+}
+
+// TestGigabyteOfOutputStaysSmall: 1 GiB of output must not grow the CLI's memory, and the
+// spill file must hold all of it.
+func TestGigabyteOfOutputStaysSmall(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	cmd := e.command(t, "exec", "--json", "-c", "head -c 1073741824 /dev/zero")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("exec 1 GiB: %v", err)
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	rssMiB := ru.Maxrss / 1024
+	t.Logf("peak RSS of the CLI for 1 GiB of output: %d MiB", rssMiB)
+	if rssMiB > 64 {
+		t.Errorf("peak RSS %d MiB; want ≤ 64 MiB", rssMiB)
+	}
+	s := string(out)
+	i := strings.Index(s, `"output_file":"`)
+	if i < 0 || !strings.Contains(s, `"truncated":true`) {
+		t.Fatalf("result lacks a spill file: %.300s", s)
+	}
+	p := s[i+len(`"output_file":"`):]
+	p = p[:strings.IndexByte(p, '"')]
+	fi, err := os.Stat(p)
+	if err != nil || fi.Size() != 1<<30 {
+		t.Fatalf("spill file %s: %v, %d bytes; want 1 GiB", p, err, fi.Size())
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("spill file mode %v; want 0600", fi.Mode().Perm())
+	}
+	os.Remove(p)
+	// 50,000 kept bytes of NULs are \u0000 escapes in JSON: six characters each.
+	if len(out) > 6*50_000+10_000 {
+		t.Errorf("--json result is %d bytes; want it bounded", len(out))
+	}
+}
+
+// TestInterruptKillsTheTree: Ctrl-C during a command exits 130 and leaves nothing running.
+func TestInterruptKillsTheTree(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	marker := strconv.Itoa(int(time.Now().UnixNano()%1_000_000) + 3_000_000)
+	cmd := e.command(t, "exec", "-c", "sleep "+marker+" & sh -c 'sleep "+marker+"' & echo started; wait")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line != "started\n" {
+		t.Fatalf("first line %q", line)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit code after Ctrl-C = %d (%v); want 130", code, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
+		if len(strings.TrimSpace(string(out))) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			exec.Command("pkill", "-f", "sleep "+marker).Run()
+			t.Fatalf("processes still running after Ctrl-C: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
