@@ -159,24 +159,27 @@ func (a *analyzer) parse(text string, strict bool) *syntax.File {
 // runScript parses text as shell code and walks it. pos, when posSet, are
 // the positional parameters ($0 first).
 func (a *analyzer) runScript(text string, in desc, pos []field, posSet bool) desc {
-	return a.runScriptMode(text, in, pos, posSet, true)
+	out, _ := a.runScriptMode(text, in, pos, posSet, true)
+	return out
 }
 
-func (a *analyzer) runScriptMode(text string, in desc, pos []field, posSet, strict bool) desc {
+// runScriptMode is runScript that, unless strict, says whether text parsed
+// instead of recording a finding when it does not.
+func (a *analyzer) runScriptMode(text string, in desc, pos []field, posSet, strict bool) (desc, bool) {
 	if a.depth >= maxDepth || len(text) > maxCommandLen {
 		a.add(ruleTooComplex)
-		return desc{}
+		return desc{}, true
 	}
 	a.steps += len(text) / 64
 	if !a.step() {
-		return desc{}
+		return desc{}, true
 	}
 	f := a.parse(text, strict)
 	if f == nil {
 		if forkBombText(text) {
 			a.add(ruleForkBomb)
 		}
-		return desc{}
+		return desc{}, false
 	}
 	a.depth++
 	savedPos, savedSet := a.pos, a.posSet
@@ -186,7 +189,7 @@ func (a *analyzer) runScriptMode(text string, in desc, pos []field, posSet, stri
 	out := a.walkStmts(f.Stmts, in)
 	a.pos, a.posSet = savedPos, savedSet
 	a.depth--
-	return out
+	return out, true
 }
 
 func (a *analyzer) walkStmts(stmts []*syntax.Stmt, in desc) desc {

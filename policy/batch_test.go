@@ -64,3 +64,33 @@ func TestCheckLinesEmptyInput(t *testing.T) {
 		t.Errorf("CheckLines(\"\") wrote %q; want nothing", out.String())
 	}
 }
+
+func TestReadCorpus(t *testing.T) {
+	in := "# comment\n\nhardline\trm -rf /\troot\nsafe\tjson:\"cat <<'EOF'\\nx\\nEOF\"\theredoc\n" +
+		`{"label":"dangerous","command":"sudo id","note":"json line"}` + "\nsafe\tls\n"
+	got, err := ReadCorpus(strings.NewReader(in))
+	if err != nil {
+		t.Fatalf("ReadCorpus() error = %v", err)
+	}
+	want := []Entry{
+		{VerdictHardline, "rm -rf /", "root"},
+		{VerdictSafe, "cat <<'EOF'\nx\nEOF", "heredoc"},
+		{VerdictDangerous, "sudo id", "json line"},
+		{VerdictSafe, "ls", ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("ReadCorpus() = %d entries; want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("entry %d = %+v; want %+v", i, got[i], want[i])
+		}
+	}
+	if _, err := ReadCorpus(strings.NewReader("maybe\tls\n")); err == nil {
+		t.Errorf("ReadCorpus(unknown label) succeeded; want an error")
+	}
+	m := Measure(want)
+	if m.Total != 4 || m.Positives != 2 || m.Recall != 1 || m.FPR != 0 {
+		t.Errorf("Measure() = %v; want 4 entries, full recall, no false positives", m)
+	}
+}

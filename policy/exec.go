@@ -338,6 +338,8 @@ func dispatch(name string) handler {
 		return (*analyzer).kernel
 	case "setcap":
 		return (*analyzer).setcap
+	case "gpg", "gpg2", "security":
+		return (*analyzer).secretStore
 	case "passwd", "chpasswd", "chsh", "chfn", "useradd", "usermod", "userdel", "adduser", "deluser", "groupadd", "groupdel", "groupmod", "gpasswd", "visudo", "vipw", "vigr", "newusers", "dscl":
 		return (*analyzer).users
 	case "mount", "umount", "pivot_root", "losetup", "swapoff":

@@ -59,14 +59,24 @@ type value struct {
 }
 
 type fieldBuilder struct {
-	ifs     string // field separators; " \t\n" unless IFS was assigned
-	out     []field
-	cur     field
-	sb      strings.Builder
-	started bool // cur holds content (possibly empty quoted content)
+	ifs      string // field separators; " \t\n" unless IFS was assigned
+	out      []field
+	cur      field
+	sb       strings.Builder
+	started  bool // cur holds content (possibly empty quoted content)
+	overflow bool // cur grew past maxData; later parts are dropped
 }
 
 func (b *fieldBuilder) add(s string, quoted bool) {
+	if b.overflow {
+		return
+	}
+	if b.sb.Len()+len(s) > maxData {
+		// Too long to track: the rest of the field is unresolved.
+		b.sb.WriteString(unkS)
+		b.started, b.overflow = true, true
+		return
+	}
 	b.sb.WriteString(s)
 	if quoted || s != "" {
 		b.started = true
@@ -81,7 +91,7 @@ func (b *fieldBuilder) flush() {
 	}
 	b.cur = field{}
 	b.sb.Reset()
-	b.started = false
+	b.started, b.overflow = false, false
 }
 
 // addSplit appends an unquoted expansion, splitting it on whitespace.

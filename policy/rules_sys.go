@@ -694,3 +694,27 @@ func (a *analyzer) setcap(c *call) {
 		}
 	}
 }
+
+// secretStore handles tools that print private keys or stored passwords.
+func (a *analyzer) secretStore(c *call) {
+	for _, f := range c.args {
+		switch f.s {
+		case "--export-secret-keys", "--export-secret-subkeys", "find-generic-password", "find-internet-password", "dump-keychain":
+			if c.name != "security" || f.s == "dump-keychain" || hasArg(c.args, "-w", "-g") {
+				a.add(ruleReadCreds)
+			}
+		}
+	}
+	a.generic(c)
+}
+
+func hasArg(args []field, opts ...string) bool {
+	for _, f := range args {
+		for _, o := range opts {
+			if f.s == o {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -72,7 +72,10 @@ func (a *analyzer) shellCode(f field, in desc, pos []field, posSet bool) {
 			}
 			return
 		}
-		a.runScriptMode(strings.ReplaceAll(f.s, unkS, "${__hs_unresolved}"), in, pos, posSet, false)
+		if _, ok := a.runScriptMode(strings.ReplaceAll(f.s, unkS, "${__hs_unresolved}"), in, pos, posSet, false); !ok &&
+			!(f.posRef && a.inFuncDef()) {
+			a.add(ruleEvalDynamic) // partly known code that cannot be checked
+		}
 		return
 	}
 	a.runScript(f.s, in, pos, posSet)
