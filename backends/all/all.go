@@ -4,6 +4,7 @@ package all
 
 import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -11,5 +12,6 @@ import (
 func Backends() *sandbox.Registry {
 	r := sandbox.NewRegistry()
 	r.Register(local.Name, local.New)
+	r.Register(ssh.Name, ssh.New)
 	return r
 }

@@ -1,0 +1,22 @@
+package ssh
+
+import (
+	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	d := newTestSSHD(t)
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend { return d.backend(t, Options{}) },
+	})
+}
+
+func TestConformanceShellFallback(t *testing.T) {
+	d := newTestSSHD(t)
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend { return d.backend(t, Options{ForceShell: true}) },
+	})
+}

@@ -1,0 +1,483 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// The pool shares SSH connections between all sessions of this process that reach the same
+// account on the same host the same way. A host entry is reference counted: the backend
+// that opened it and each of its sessions hold a reference, and the connection closes when
+// the last one lets go, so closing one session never disturbs another.
+var pool = struct {
+	sync.Mutex
+	m map[string]*host
+}{m: map[string]*host{}}
+
+// host is one shared remote account: its live connection(s) and what was learned about it.
+type host struct {
+	key   string
+	s     *settings
+	dial  *dialer
+	log   *slog.Logger
+	refs  int
+	setup chan struct{} // a one-slot semaphore for probing and uploading
+
+	mu      sync.Mutex
+	lives   []*live
+	dialing *dialCall
+	closed  bool
+	wg      sync.WaitGroup
+
+	info *remoteInfo // guarded by the setup slot
+
+	// Guarded by mu.
+	place       *placement
+	guessFailed bool
+
+	sftpMu   sync.Mutex
+	sftpCl   *sftp.Client
+	sftpLive *live
+	sftpRel  func()
+}
+
+// live is one SSH connection. Usually a host has one; when the server's MaxSessions is
+// reached, another is opened next to it.
+type live struct {
+	client   *gossh.Client
+	jumps    []*gossh.Client
+	dead     chan struct{}
+	channels int  // open channels, under host.mu
+	limit    int  // the server refused a channel at this many; 0 = no limit seen
+	retired  bool // an idle extra connection being closed; under host.mu
+}
+
+func (l *live) isDead() bool {
+	select {
+	case <-l.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+type dialCall struct {
+	done chan struct{}
+	err  error
+}
+
+// acquire returns the pool entry for s, creating it, with one more reference.
+func acquire(s *settings, d *dialer, log *slog.Logger) *host {
+	pool.Lock()
+	defer pool.Unlock()
+	key := s.poolKey()
+	h := pool.m[key]
+	if h == nil {
+		h = &host{key: key, s: s, dial: d, log: log, setup: make(chan struct{}, 1)}
+		pool.m[key] = h
+	}
+	h.refs++
+	return h
+}
+
+// release drops a reference; the last one closes the connections and waits for their
+// goroutines.
+func (h *host) release() {
+	pool.Lock()
+	h.refs--
+	last := h.refs == 0
+	if last && pool.m[h.key] == h {
+		delete(pool.m, h.key)
+	}
+	pool.Unlock()
+	if !last {
+		return
+	}
+	h.sftpMu.Lock()
+	if h.sftpCl != nil {
+		h.sftpCl.Close()
+		h.sftpCl = nil
+	}
+	h.sftpMu.Unlock()
+	h.mu.Lock()
+	h.closed = true
+	lives := append([]*live(nil), h.lives...)
+	h.mu.Unlock()
+	for _, l := range lives {
+		l.client.Close()
+	}
+	h.wg.Wait()
+}
+
+// pick returns a live connection with room for one more channel, counting the channel;
+// it dials when there is none.
+func (h *host) pick(ctx context.Context) (*live, error) {
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("connection pool: %w", sandbox.ErrClosed)
+		}
+		for _, l := range h.lives {
+			if !l.isDead() && !l.retired && (l.limit == 0 || l.channels < l.limit) {
+				l.channels++
+				h.mu.Unlock()
+				return l, nil
+			}
+		}
+		if dc := h.dialing; dc != nil {
+			h.mu.Unlock()
+			select {
+			case <-dc.done:
+				if dc.err != nil {
+					return nil, dc.err
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		dc := &dialCall{done: make(chan struct{})}
+		h.dialing = dc
+		h.mu.Unlock()
+
+		l, err := h.dial.dial(ctx, h.s)
+		h.mu.Lock()
+		h.dialing = nil
+		dc.err = err
+		close(dc.done)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		if h.closed {
+			h.mu.Unlock()
+			l.client.Close()
+			return nil, fmt.Errorf("connection pool: %w", sandbox.ErrClosed)
+		}
+		h.lives = append(h.lives, l)
+		h.wg.Add(1)
+		go h.watch(l)
+		if h.s.keepalive > 0 {
+			h.wg.Add(1)
+			go h.keepalive(l)
+		}
+		h.mu.Unlock()
+		h.log.Debug("ssh connection established", "endpoint", h.s.target.String(), "connections", len(h.lives))
+	}
+}
+
+// watch waits for a connection to end and forgets it.
+func (h *host) watch(l *live) {
+	defer h.wg.Done()
+	err := l.client.Wait()
+	for i := len(l.jumps) - 1; i >= 0; i-- {
+		l.jumps[i].Close()
+	}
+	h.mu.Lock()
+	for i, x := range h.lives {
+		if x == l {
+			h.lives = append(h.lives[:i], h.lives[i+1:]...)
+			break
+		}
+	}
+	h.mu.Unlock()
+	close(l.dead)
+	h.log.Debug("ssh connection ended", "endpoint", h.s.target.String(), "err", err)
+}
+
+// keepalive sends keepalive@openssh.com every interval; three unanswered in a row close the
+// connection, so a dead peer is noticed and the next command reconnects.
+func (h *host) keepalive(l *live) {
+	defer h.wg.Done()
+	t := time.NewTicker(h.s.keepalive)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-l.dead:
+			return
+		case <-t.C:
+		}
+		reply := make(chan struct{})
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			// Returns when the server answers or the connection closes.
+			_, _, _ = l.client.SendRequest("keepalive@openssh.com", true, nil)
+			close(reply)
+		}()
+		timer := time.NewTimer(h.s.keepalive)
+		select {
+		case <-reply:
+			missed = 0
+		case <-timer.C:
+			missed++
+		case <-l.dead:
+			timer.Stop()
+			return
+		}
+		timer.Stop()
+		if missed >= 3 {
+			h.log.Warn("ssh server stopped answering keepalives; closing the connection", "endpoint", h.s.target.String())
+			l.client.Close()
+			return
+		}
+	}
+}
+
+// releaseChannel gives back a channel slot of l; an extra connection with nothing open is
+// closed.
+func (h *host) releaseChannel(l *live) {
+	h.mu.Lock()
+	l.channels--
+	idle := l.channels == 0 && len(h.lives) > 1 && h.lives[0] != l && !l.retired
+	if idle {
+		l.retired = true // no pick may hand it out while it closes
+	}
+	if l.channels == 0 {
+		l.limit = 0
+	}
+	h.mu.Unlock()
+	if idle {
+		l.client.Close()
+	}
+}
+
+// newSession opens an SSH session channel on a live connection, reconnecting or opening an
+// extra connection as needed. release must be called after the session is closed.
+func (h *host) newSession(ctx context.Context) (*gossh.Session, func(), error) {
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		l, err := h.pick(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		sess, err := l.client.NewSession()
+		if err == nil {
+			var once sync.Once
+			return sess, func() { once.Do(func() { h.releaseChannel(l) }) }, nil
+		}
+		lastErr = err
+		var oce *gossh.OpenChannelError
+		h.mu.Lock()
+		l.channels--
+		if errors.As(err, &oce) {
+			// MaxSessions (or similar) reached: remember the limit and use another connection.
+			l.limit = max(l.channels, 1)
+			h.mu.Unlock()
+			continue
+		}
+		h.mu.Unlock()
+		// The connection is broken; close it so the next pick dials afresh.
+		l.client.Close()
+		select {
+		case <-l.dead:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	return nil, nil, fmt.Errorf("open an SSH session: %w", lastErr)
+}
+
+// client returns a live *gossh.Client (for callers that open their own channels, such as the
+// baseline), dialing if needed. It does not count a channel.
+func (h *host) client(ctx context.Context) (*gossh.Client, error) {
+	l, err := h.pick(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.releaseChannel(l)
+	return l.client, nil
+}
+
+// run runs cmd in a new session (through the remote user's shell, as OpenSSH does) with
+// stdin, and returns its output and exit code. A cancelled ctx closes the session.
+func (h *host) run(ctx context.Context, cmd string, stdin io.Reader) (stdout, stderr []byte, code int, err error) {
+	sess, release, err := h.newSession(ctx)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer release()
+	defer sess.Close()
+	var o, e bytes.Buffer
+	sess.Stdout, sess.Stderr = &o, &e
+	if stdin != nil {
+		sess.Stdin = stdin
+	}
+	done := make(chan error, 1)
+	if err := sess.Start(cmd); err != nil {
+		return nil, nil, 0, err
+	}
+	go func() { done <- sess.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sess.Close()
+		<-done
+		return o.Bytes(), e.Bytes(), 0, ctx.Err()
+	}
+	var ee *gossh.ExitError
+	switch {
+	case err == nil:
+		return o.Bytes(), e.Bytes(), 0, nil
+	case errors.As(err, &ee):
+		return o.Bytes(), e.Bytes(), ee.ExitStatus(), nil
+	default:
+		return o.Bytes(), e.Bytes(), 0, err
+	}
+}
+
+// sftp returns the host's shared SFTP client, starting one if needed.
+func (h *host) sftp(ctx context.Context) (*sftp.Client, error) {
+	h.sftpMu.Lock()
+	defer h.sftpMu.Unlock()
+	if h.sftpCl != nil && !h.sftpLive.isDead() {
+		return h.sftpCl, nil
+	}
+	if h.sftpCl != nil {
+		h.sftpCl.Close()
+		h.sftpRel()
+		h.sftpCl = nil
+	}
+	l, err := h.pick(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := sftp.NewClient(l.client, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		h.releaseChannel(l)
+		return nil, fmt.Errorf("start SFTP (is the sftp subsystem enabled in the server's sshd_config?): %w", err)
+	}
+	h.sftpCl, h.sftpLive = cl, l
+	var once sync.Once
+	h.sftpRel = func() { once.Do(func() { h.releaseChannel(l) }) }
+	return cl, nil
+}
+
+// dialer opens authenticated connections, through jump hosts when configured.
+type dialer struct {
+	hostKeys *hostKeys
+	prompt   PromptFunc
+	keys     *keyCache
+}
+
+// dial connects to s.target through s.jumps. ssh.connect_timeout bounds each hop's TCP
+// connect and handshake together.
+func (d *dialer) dial(ctx context.Context, s *settings) (*live, error) {
+	hops := append(append([]endpoint(nil), s.jumps...), s.target)
+	var prev *gossh.Client
+	var jumps []*gossh.Client
+	fail := func(err error) (*live, error) {
+		for i := len(jumps) - 1; i >= 0; i-- {
+			jumps[i].Close()
+		}
+		return nil, err
+	}
+	for i, ep := range hops {
+		role := "host"
+		if i < len(hops)-1 {
+			role = "jump host"
+		}
+		cl, err := d.dialHop(ctx, s, ep, prev, role)
+		if err != nil {
+			return fail(err)
+		}
+		if i < len(hops)-1 {
+			jumps = append(jumps, cl)
+			prev = cl
+			continue
+		}
+		return &live{client: cl, jumps: jumps, dead: make(chan struct{})}, nil
+	}
+	return fail(errors.New("no host to dial"))
+}
+
+func (d *dialer) dialHop(ctx context.Context, s *settings, ep endpoint, via *gossh.Client, role string) (*gossh.Client, error) {
+	hctx, cancel := context.WithTimeout(ctx, s.connectTimeout)
+	defer cancel()
+	var nc net.Conn
+	var err error
+	if via == nil {
+		var nd net.Dialer
+		nc, err = nd.DialContext(hctx, "tcp", ep.addr())
+	} else {
+		nc, err = via.DialContext(hctx, "tcp", ep.addr())
+	}
+	if err != nil {
+		return nil, &DialError{Role: role, Endpoint: ep, Timeout: s.connectTimeout, Err: contextual(ctx, hctx, err)}
+	}
+	verified := false
+	as := &authState{ep: ep, s: s, prompt: d.prompt, keys: d.keys}
+	cfg := &gossh.ClientConfig{
+		User:              ep.user,
+		HostKeyCallback:   d.hostKeys.callback(ep.addr(), &verified),
+		HostKeyAlgorithms: d.hostKeys.algorithms(ep.addr()),
+		AuthCallback:      as.next,
+		Timeout:           s.connectTimeout,
+	}
+	// The handshake has no context of its own: closing the socket ends it.
+	stop := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-hctx.Done():
+			nc.Close()
+		case <-stop:
+		}
+	}()
+	c, chans, reqs, err := gossh.NewClientConn(nc, ep.addr(), cfg)
+	as.close()
+	close(stop)
+	<-watchDone
+	if err == nil && hctx.Err() != nil {
+		c.Close()
+		err = hctx.Err()
+	}
+	if err != nil {
+		var hke *HostKeyError
+		switch {
+		case errors.As(err, &hke):
+			return nil, &DialError{Role: role, Endpoint: ep, Err: hke}
+		case hctx.Err() != nil:
+			return nil, &DialError{Role: role, Endpoint: ep, Timeout: s.connectTimeout, Err: contextual(ctx, hctx, err), Handshake: true}
+		case verified:
+			ae := &AuthError{Endpoint: ep.String(), Tried: as.tried, Problems: as.problems, Err: err}
+			var kfe *KeyFileError
+			if errors.As(err, &kfe) {
+				ae.Problems = append(ae.Problems, kfe.Error())
+			}
+			return nil, &DialError{Role: role, Endpoint: ep, Err: ae}
+		default:
+			return nil, &DialError{Role: role, Endpoint: ep, Err: err, Handshake: true}
+		}
+	}
+	return gossh.NewClient(c, chans, reqs), nil
+}
+
+// contextual turns a dial error caused by the hop's deadline into a timeout error and keeps
+// the caller's own cancellation recognisable.
+func contextual(parent, hop context.Context, err error) error {
+	if parent.Err() != nil {
+		return fmt.Errorf("%w: %v", parent.Err(), err)
+	}
+	if errors.Is(hop.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %v", errConnectTimeout, err)
+	}
+	return err
+}
+
+var errConnectTimeout = errors.New("no answer within ssh.connect_timeout")
