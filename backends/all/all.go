@@ -3,6 +3,7 @@
 package all
 
 import (
+	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -12,6 +13,7 @@ import (
 func Backends() *sandbox.Registry {
 	r := sandbox.NewRegistry()
 	r.Register(local.Name, local.New)
+	r.Register(docker.Name, docker.New)
 	r.Register(ssh.Name, ssh.New)
 	return r
 }

@@ -105,6 +105,8 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.doctorCmd(),
 		a.setupCmd(),
 		a.benchCmd(),
+		a.imageCmd(),
+		a.gcCmd(),
 		a.versionCmd(),
 		a.mcpCmd(),
 		a.policyCmd(),

@@ -1,0 +1,506 @@
+package docker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Paths inside every container.
+const (
+	agentDir    = "/.hermes"
+	agentInCtr  = agentDir + "/sandbox-agent"
+	helperState = "/tmp/.hermes/state"
+	defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	tmpMax      = 256 << 20 // /tmp tmpfs size when the memory limit allows
+)
+
+// minMemory is the least memory a sandbox gets. The container's init, idle entrypoint and
+// helper already take about 6 MiB (measured with the small sandbox-agent binary, the engine's
+// own minimum), which would leave nothing for commands: the OOM killer would take the helper
+// with the first one. Limits below 16 MiB are refused before anything is created.
+const minMemory = 16 * config.Mebibyte
+
+// Labels on everything the backend creates.
+const (
+	labelOurs    = "hermes-sandbox"         // "1"
+	labelScope   = "hermes-sandbox.scope"   // hash of the state directory
+	labelSession = "hermes-sandbox.session" // session name (absent on pool containers)
+	labelPool    = "hermes-sandbox.pool"    // owner of a warm-pool container
+	labelCreated = "hermes-sandbox.created" // RFC 3339
+	labelSpec    = "hermes-sandbox.spec"    // hash of the container settings
+	labelRole    = "hermes-sandbox.role"    // "session", "pool" or "prep"
+)
+
+// endpoint is where the engine listens and how to talk to it.
+type endpoint struct {
+	Host    string
+	TLSCA   string
+	TLSCert string
+	TLSKey  string
+	source  string // for messages: "docker.host", "DOCKER_HOST", "context NAME", "default"
+}
+
+const defaultHost = "unix:///var/run/docker.sock"
+
+// resolveEndpoint finds the engine: docker.host, else DOCKER_HOST, else the docker context
+// (DOCKER_CONTEXT, else currentContext in ~/.docker/config.json), else the default socket.
+func resolveEndpoint(cfgHost string, opts sandbox.FactoryOptions) (endpoint, error) {
+	if cfgHost != "" {
+		return endpoint{Host: cfgHost, source: "docker.host"}, nil
+	}
+	if h, _ := opts.Getenv("DOCKER_HOST"); h != "" {
+		ep := endpoint{Host: h, source: "DOCKER_HOST"}
+		if v, _ := opts.Getenv("DOCKER_TLS_VERIFY"); v != "" && v != "0" {
+			dir, _ := opts.Getenv("DOCKER_CERT_PATH")
+			if dir == "" {
+				dir = filepath.Join(dockerConfigDir(opts), "")
+			}
+			ep.TLSCA, ep.TLSCert, ep.TLSKey = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		}
+		return ep, nil
+	}
+	name, _ := opts.Getenv("DOCKER_CONTEXT")
+	dir := dockerConfigDir(opts)
+	if name == "" {
+		var cf struct {
+			CurrentContext string `json:"currentContext"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+			if err := json.Unmarshal(b, &cf); err != nil {
+				return endpoint{}, fmt.Errorf("docker: read %s: %v: %w", filepath.Join(dir, "config.json"), err, sandbox.ErrInvalidConfig)
+			}
+			name = cf.CurrentContext
+		}
+	}
+	if name == "" || name == "default" {
+		return endpoint{Host: defaultHost, source: "default"}, nil
+	}
+	sum := sha256.Sum256([]byte(name))
+	id := hex.EncodeToString(sum[:])
+	metaPath := filepath.Join(dir, "contexts", "meta", id, "meta.json")
+	b, err := os.ReadFile(metaPath)
+	if err != nil {
+		return endpoint{}, fmt.Errorf("docker: context %q: %v (list contexts with `docker context ls`, or set docker.host): %w", name, err, sandbox.ErrInvalidConfig)
+	}
+	var meta struct {
+		Endpoints map[string]struct {
+			Host          string `json:"Host"`
+			SkipTLSVerify bool   `json:"SkipTLSVerify"`
+		} `json:"Endpoints"`
+	}
+	if err := json.Unmarshal(b, &meta); err != nil || meta.Endpoints["docker"].Host == "" {
+		return endpoint{}, fmt.Errorf("docker: context %q: %s has no docker endpoint: %w", name, metaPath, sandbox.ErrInvalidConfig)
+	}
+	ep := endpoint{Host: meta.Endpoints["docker"].Host, source: "context " + name}
+	tls := filepath.Join(dir, "contexts", "tls", id, "docker")
+	if _, err := os.Stat(filepath.Join(tls, "ca.pem")); err == nil {
+		ep.TLSCA, ep.TLSCert, ep.TLSKey = filepath.Join(tls, "ca.pem"), filepath.Join(tls, "cert.pem"), filepath.Join(tls, "key.pem")
+	}
+	return ep, nil
+}
+
+// dockerConfigDir is $DOCKER_CONFIG, else ~/.docker.
+func dockerConfigDir(opts sandbox.FactoryOptions) string {
+	if d, _ := opts.Getenv("DOCKER_CONFIG"); d != "" {
+		return d
+	}
+	home, _ := opts.Getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".docker")
+}
+
+// newClient builds an Engine API client that negotiates the API version down to the
+// engine's (Debian 12's engine speaks 1.41).
+func newClient(ep endpoint) (*client.Client, error) {
+	if strings.HasPrefix(ep.Host, "ssh://") {
+		return nil, fmt.Errorf("docker: engine %s (%s): ssh:// engines are not supported; forward the remote socket (ssh -L /tmp/docker.sock:/var/run/docker.sock HOST) and set docker.host to unix:///tmp/docker.sock: %w",
+			ep.Host, ep.source, sandbox.ErrUnsupported)
+	}
+	opts := []client.Opt{client.WithHost(ep.Host), client.WithAPIVersionNegotiation()}
+	if ep.TLSCA != "" {
+		opts = append(opts, client.WithTLSClientConfig(ep.TLSCA, ep.TLSCert, ep.TLSKey))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker: engine %s (%s): %v: %w", ep.Host, ep.source, err, sandbox.ErrInvalidConfig)
+	}
+	return cli, nil
+}
+
+// containerEnv is the environment every container starts with: HOME in the workspace and
+// docker.env's literal values. It goes into the container's configuration, never onto a
+// command line; changing it makes new containers.
+func containerEnv(cfg config.DockerConfig) []string {
+	env := map[string]string{"HOME": workdir(cfg)}
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// passthroughEnv takes the values of docker.env_passthrough (and terminal.env_passthrough)
+// names from the caller's environment. They go to the helper's exec, not the container, so
+// a rotated token does not cost the session its container; a name added later reaches
+// existing sessions, as with the other backends (the helper adds names it has not seen).
+func passthroughEnv(cfg config.DockerConfig, opts sandbox.FactoryOptions) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range slices.Concat(cfg.EnvPassthrough, opts.Config.Terminal.EnvPassthrough) {
+		if v, ok := opts.Getenv(n); ok && !seen[n] {
+			seen[n] = true
+			out = append(out, n+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func workdir(cfg config.DockerConfig) string {
+	if cfg.Cwd == "" {
+		return "/workspace"
+	}
+	return cfg.Cwd
+}
+
+// userSpec splits docker.user into its user and group parts.
+func userSpec(u string) (user, group string) {
+	user, group, _ = strings.Cut(u, ":")
+	return user, group
+}
+
+func isNumeric(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 32)
+	return err == nil
+}
+
+// volumeSpec is one parsed docker.volumes entry.
+type volumeSpec struct {
+	spec     string
+	source   string // absolute host path, or a volume name
+	target   string
+	readOnly bool
+	bind     bool
+}
+
+func parseVolumes(specs []string, homeDir string) ([]volumeSpec, error) {
+	var out []volumeSpec
+	for _, s := range specs {
+		parts := strings.Split(s, ":")
+		if len(parts) < 2 || len(parts) > 3 {
+			return nil, fmt.Errorf("docker.volumes %q: want HOST:CONTAINER[:ro]: %w", s, sandbox.ErrInvalidConfig)
+		}
+		v := volumeSpec{spec: s, source: parts[0], target: parts[1]}
+		if len(parts) == 3 {
+			switch parts[2] {
+			case "ro":
+				v.readOnly = true
+			case "rw":
+			default:
+				return nil, fmt.Errorf("docker.volumes %q: mode %q must be ro or rw: %w", s, parts[2], sandbox.ErrInvalidConfig)
+			}
+		}
+		if v.source == "~" || strings.HasPrefix(v.source, "~/") {
+			v.source = homeDir + v.source[1:]
+		}
+		v.bind = strings.HasPrefix(v.source, "/")
+		if !strings.HasPrefix(v.target, "/") {
+			return nil, fmt.Errorf("docker.volumes %q: container path must be absolute: %w", s, sandbox.ErrInvalidConfig)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// gpuRequests turns docker.gpus (as for `docker run --gpus`: all, a count, or
+// device=ID[,ID]) into device requests.
+func gpuRequests(s string) ([]container.DeviceRequest, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	req := container.DeviceRequest{Capabilities: [][]string{{"gpu"}}}
+	for _, field := range splitGPU(s) {
+		k, v, hasEq := strings.Cut(field, "=")
+		switch {
+		case !hasEq && k == "all":
+			req.Count = -1
+		case !hasEq:
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("docker.gpus %q: want all, a count, or device=ID[,ID]: %w", s, sandbox.ErrInvalidConfig)
+			}
+			req.Count = n
+		case k == "count":
+			if v == "all" {
+				req.Count = -1
+			} else if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				req.Count = n
+			} else {
+				return nil, fmt.Errorf("docker.gpus %q: bad count: %w", s, sandbox.ErrInvalidConfig)
+			}
+		case k == "device":
+			req.DeviceIDs = strings.Split(v, ",")
+		case k == "driver":
+			req.Driver = v
+		case k == "capabilities":
+			req.Capabilities = [][]string{strings.Split(v, ",")}
+		default:
+			return nil, fmt.Errorf("docker.gpus %q: unknown option %q: %w", s, k, sandbox.ErrInvalidConfig)
+		}
+	}
+	return []container.DeviceRequest{req}, nil
+}
+
+// splitGPU splits "device=0,1,driver=nvidia" on commas that start a new key.
+func splitGPU(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if len(out) > 0 && !strings.Contains(p, "=") && strings.Contains(out[len(out)-1], "=") &&
+			(strings.HasPrefix(out[len(out)-1], "device=") || strings.HasPrefix(out[len(out)-1], "capabilities=")) {
+			out[len(out)-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// validate checks what can be checked without the engine; it runs before anything is made.
+func (b *Backend) validate() error {
+	if b.cfg.MemoryLimit > 0 && b.cfg.MemoryLimit < minMemory {
+		return fmt.Errorf("docker.memory_limit %s is below the %s a sandbox needs for its helper and shell: raise it (hermes-sandbox config set docker.memory_limit 512m): %w",
+			b.cfg.MemoryLimit, config.Size(minMemory), sandbox.ErrInvalidConfig)
+	}
+	if strings.TrimSpace(b.cfg.Image) == "" {
+		return fmt.Errorf("docker.image is empty: set one (hermes-sandbox config set docker.image IMAGE): %w", sandbox.ErrInvalidConfig)
+	}
+	vols, err := parseVolumes(b.cfg.Volumes, b.home())
+	if err != nil {
+		return err
+	}
+	if b.local {
+		for _, v := range vols {
+			if !v.bind {
+				continue
+			}
+			if _, err := os.Stat(v.source); err != nil {
+				return fmt.Errorf("docker.volumes %q: host path %s does not exist: create it or fix docker.volumes: %w", v.spec, v.source, sandbox.ErrInvalidConfig)
+			}
+		}
+	}
+	if _, err := gpuRequests(b.cfg.GPUs); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b *Backend) home() string {
+	if h, ok := b.opts.Getenv("HOME"); ok && h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return h
+}
+
+// tmpSize is the /tmp tmpfs size: half the memory limit (tmpfs pages count against it, so a
+// full /tmp must leave room to run), at most 256 MiB.
+func (b *Backend) tmpSize() int64 {
+	size := int64(tmpMax)
+	if m := b.cfg.MemoryLimit.Bytes(); m > 0 && m/2 < size {
+		size = m / 2
+	}
+	return size
+}
+
+// tmpOptions are the /tmp tmpfs's options: exec (tmpfs is noexec unless told), nosuid,
+// nodev, bounded. runc gives the tmpfs the mode of the image's own /tmp directory, which in
+// a bare root filesystem can be 0755; so the tmpfs also belongs to the sandbox user, and the
+// helper can always make its state directory there.
+func (b *Backend) tmpOptions(ids userIDs) string {
+	return fmt.Sprintf("rw,nosuid,nodev,exec,mode=1777,size=%d,uid=%d,gid=%d", b.tmpSize(), ids.uid, ids.gid)
+}
+
+// workspaceMounted reports whether docker.volumes already mounts something at the workspace.
+func (b *Backend) workspaceMounted(vols []volumeSpec) bool {
+	for _, v := range vols {
+		if filepath.Clean(v.target) == filepath.Clean(workdir(b.cfg)) {
+			return true
+		}
+	}
+	return false
+}
+
+// containerSpec is how a container is made: the configuration, host configuration and the
+// name of its workspace volume ("" when docker.volumes mounts the workspace).
+type containerSpec struct {
+	config    *container.Config
+	host      *container.HostConfig
+	workspace string
+}
+
+// specHash identifies the settings a container was made with; a container made from other
+// settings (an older configuration) is replaced rather than reused.
+func (b *Backend) specHash() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
+		b.cfg.Image, b.cfg.NetworkEnabled, b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
+		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
+		b.cfg.Runtime, b.agent.hostPath+"@"+b.agent.stamp, b.agent.args)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// spec builds the hardened container for name. role is "session" or "pool"; ids is the
+// sandbox user (see userIDs).
+func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, error) {
+	cfg := b.cfg
+	vols, err := parseVolumes(cfg.Volumes, b.home())
+	if err != nil {
+		return containerSpec{}, err
+	}
+	gpus, err := gpuRequests(cfg.GPUs)
+	if err != nil {
+		return containerSpec{}, err
+	}
+	labels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: role,
+		labelCreated: time.Now().UTC().Format(time.RFC3339Nano), labelSpec: b.specHash()}
+	switch role {
+	case roleSession:
+		labels[labelSession] = session
+	case rolePool:
+		labels[labelPool] = poolOwner()
+	}
+	for k, v := range b.extra.Labels {
+		labels[k] = v
+	}
+	entry := append([]string{agentInCtr}, b.agent.args...)
+	entry = append(entry, "idle")
+	c := &container.Config{
+		Image:      cfg.Image,
+		User:       cfg.User,
+		Env:        b.env,
+		WorkingDir: workdir(cfg),
+		Entrypoint: entry,
+		Labels:     labels,
+	}
+	hc := &container.HostConfig{
+		ReadonlyRootfs: cfg.ReadOnlyRootfs,
+		Privileged:     cfg.Privileged,
+		SecurityOpt:    slices.Clone(cfg.SecurityOpt),
+		Init:           ptr(true),
+		Tmpfs:          map[string]string{"/tmp": b.tmpOptions(ids)},
+		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
+		Runtime:        cfg.Runtime,
+		LogConfig:      container.LogConfig{Type: "none"},
+		Resources: container.Resources{
+			NanoCPUs:       int64(cfg.CPUQuota * 1e9),
+			DeviceRequests: gpus,
+		},
+		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: b.agent.hostPath, Target: agentInCtr, ReadOnly: true}},
+	}
+	if !cfg.NetworkEnabled {
+		hc.NetworkMode = "none"
+	}
+	if !cfg.Privileged {
+		hc.CapDrop = []string{"ALL"}
+	}
+	if m := cfg.MemoryLimit.Bytes(); m > 0 {
+		hc.Memory = m
+		hc.MemorySwap = m // no swap: the limit is the limit
+	}
+	if cfg.PidsLimit > 0 {
+		hc.PidsLimit = ptr(cfg.PidsLimit)
+	}
+	spec := containerSpec{config: c, host: hc}
+	if !b.workspaceMounted(vols) {
+		spec.workspace = name + "-ws"
+		volLabels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: "workspace"}
+		for k, v := range b.extra.Labels {
+			volLabels[k] = v
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: spec.workspace, Target: workdir(cfg),
+			VolumeOptions: &mount.VolumeOptions{Labels: volLabels}})
+	}
+	for _, v := range vols {
+		m := mount.Mount{Type: mount.TypeVolume, Source: v.source, Target: v.target, ReadOnly: v.readOnly}
+		if v.bind {
+			m.Type = mount.TypeBind
+		}
+		hc.Mounts = append(hc.Mounts, m)
+	}
+	return spec, nil
+}
+
+// Warnings lists each setting that weakens the default isolation, one sentence each.
+func (b *Backend) Warnings() []string {
+	cfg := b.cfg
+	var w []string
+	if cfg.Privileged {
+		w = append(w, "docker.privileged is true: the container can use every host device and capability, so a command can take over the host")
+	}
+	if cfg.NetworkEnabled {
+		w = append(w, "docker.network_enabled is true: commands can reach the network (exfiltration, downloads)")
+	}
+	if !cfg.ReadOnlyRootfs {
+		w = append(w, "docker.read_only_rootfs is false: commands can modify the image's files")
+	}
+	if cfg.PidsLimit == 0 {
+		w = append(w, "docker.pids_limit is 0 (unlimited): a fork bomb can exhaust the host's process table")
+	}
+	if cfg.MemoryLimit == 0 {
+		w = append(w, "docker.memory_limit is 0 (unlimited): a command can use all of the host's memory")
+	}
+	if !slices.ContainsFunc(cfg.SecurityOpt, func(s string) bool {
+		return s == "no-new-privileges" || s == "no-new-privileges:true" || s == "no-new-privileges=true"
+	}) {
+		w = append(w, "docker.security_opt lacks no-new-privileges: setuid programs in the image can gain privileges")
+	}
+	if u, _ := userSpec(cfg.User); u == "" || u == "0" || u == "root" {
+		w = append(w, fmt.Sprintf("docker.user is %q: commands run as root inside the container", cfg.User))
+	}
+	for _, s := range cfg.SecurityOpt {
+		if strings.Contains(s, "unconfined") {
+			w = append(w, fmt.Sprintf("docker.security_opt %q turns a kernel protection off", s))
+		}
+	}
+	if vols, err := parseVolumes(cfg.Volumes, b.home()); err == nil {
+		for _, v := range vols {
+			switch {
+			case v.bind && (v.source == "/" || strings.HasSuffix(v.source, "docker.sock")):
+				w = append(w, fmt.Sprintf("docker.volumes %q gives the sandbox control of the host", v.spec))
+			case v.bind && !v.readOnly:
+				w = append(w, fmt.Sprintf("docker.volumes %q: commands can change host files under %s", v.spec, v.source))
+			}
+		}
+	}
+	for _, n := range slices.Concat(cfg.EnvPassthrough, b.opts.Config.Terminal.EnvPassthrough) {
+		if sandbox.LooksSecret(n) {
+			w = append(w, fmt.Sprintf("%s is passed into the sandbox (env_passthrough): commands can read it", n))
+		}
+	}
+	return w
+}
+
+func ptr[T any](v T) *T { return &v }

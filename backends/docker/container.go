@@ -1,0 +1,376 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Container roles (the labelRole values).
+const (
+	roleSession = "session"
+	rolePool    = "pool"
+	rolePrep    = "prep"
+)
+
+// agentFiles is the helper binary on the engine's host and the arguments that come before
+// `serve` or `idle` (["__agent"] when hermes-sandbox serves as its own helper).
+type agentFiles struct {
+	hostPath string
+	args     []string
+	stamp    string // size and mtime, so a replaced binary means new containers
+}
+
+// prepare finds the helper binary for the engine's architecture. It runs once per backend
+// (a failure is retried next time).
+func (b *Backend) prepare(ctx context.Context) error {
+	b.prepMu.Lock()
+	defer b.prepMu.Unlock()
+	if b.agent.hostPath != "" {
+		return nil
+	}
+	arch := runtime.GOARCH
+	if !b.local {
+		v, err := b.cli.ServerVersion(ctx)
+		if err != nil {
+			return b.engineErr("connect", "", err)
+		}
+		arch = v.Arch
+	}
+	p, args, err := agentbin.Path(arch)
+	if err != nil {
+		return &sandbox.Error{Backend: Name, Op: "find helper", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
+	}
+	if p, err = filepath.Abs(p); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "find helper", Err: err}
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return &sandbox.Error{Backend: Name, Op: "find helper", Err: err}
+	}
+	b.agent = agentFiles{hostPath: p, args: args[:len(args)-1],
+		stamp: fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())}
+	return nil
+}
+
+// target is a running container for a session.
+type target struct {
+	id        string
+	client    *agent.Client // a helper already attached (a container from the warm pool)
+	recreated bool
+	fresh     bool // just created, claimed or restarted: nothing has run in it yet
+}
+
+// ensure returns the session's running container: the existing one, restarted if it
+// stopped, or a new one from the warm pool or created now. known is the container this
+// process last used for the session ("" if none); recreated is set when the session's
+// earlier state is gone.
+func (b *Backend) ensure(ctx context.Context, session, known string) (target, error) {
+	name := b.containerName(session)
+	recordID, _, hadRecord := b.readRecord(session)
+	recreated := false
+	// With a warm pool, try the claim first: the rename succeeds only if the session has no
+	// container, which spares an inspect on the fast path.
+	if p := b.getPool(); p != nil {
+		if e := p.claim(ctx, name); e != nil {
+			b.writeRecord(session, e.id)
+			return target{id: e.id, client: e.client, recreated: hadRecord || known != "", fresh: true}, nil
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt == 4 {
+			return target{}, &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: errors.New("the container keeps disappearing while it is being set up (is something removing it?)")}
+		}
+		info, err := b.cli.ContainerInspect(ctx, name)
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return target{}, b.engineErr("inspect", name, err)
+		}
+		if err == nil {
+			if info.Config.Labels[labelSpec] != b.specHash() {
+				b.log.Info("container was made from other settings; replacing it", "container", name)
+				if err := b.removeContainer(ctx, info.ID, false); err != nil {
+					return target{}, err
+				}
+				recreated = true
+				continue
+			}
+			lost := recreated || (known != "" && known != info.ID) || (hadRecord && recordID != info.ID)
+			if info.State.Status == "created" {
+				// Never started: another process is still setting it up, or gave up half way.
+				if time.Since(createdLabel(info.Config.Labels)) < time.Minute {
+					if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+						return target{}, err
+					}
+					attempt--
+					continue
+				}
+				if err := b.removeContainer(ctx, info.ID, false); err != nil {
+					return target{}, err
+				}
+				continue
+			}
+			switch {
+			case info.State.Running && info.State.Paused:
+				if err := b.cli.ContainerUnpause(ctx, info.ID); err != nil {
+					return target{}, b.engineErr("unpause", name, err)
+				}
+			case !info.State.Running:
+				// Stopped (killed, its init ended, the engine restarted): /tmp and the shell
+				// state are gone, the workspace volume is not.
+				b.log.Info("session container stopped; starting it again", "container", name, "exit_code", info.State.ExitCode, "oom_killed", info.State.OOMKilled)
+				if err := b.cli.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
+					if cerrdefs.IsNotFound(err) {
+						continue
+					}
+					b.log.Warn("cannot restart the session container; replacing it", "container", name, "err", err)
+					if err := b.removeContainer(ctx, info.ID, false); err != nil {
+						return target{}, err
+					}
+					recreated = true
+					continue
+				}
+				lost = lost || (info.State.StartedAt != "" && !strings.HasPrefix(info.State.StartedAt, "0001-"))
+			}
+			if recordID != info.ID {
+				b.writeRecord(session, info.ID)
+			}
+			return target{id: info.ID, recreated: lost, fresh: !info.State.Running}, nil
+		}
+		// No container: this session is new, or its container was removed.
+		lost := recreated || hadRecord || known != ""
+		if p := b.getPool(); p != nil {
+			if e := p.claim(ctx, name); e != nil {
+				b.writeRecord(session, e.id)
+				return target{id: e.id, client: e.client, recreated: lost, fresh: true}, nil
+			}
+		}
+		id, err := b.create(ctx, name, roleSession, session)
+		if errors.Is(err, errNameTaken) {
+			continue // another process created it meanwhile: use theirs
+		}
+		if err != nil {
+			return target{}, err
+		}
+		b.writeRecord(session, id)
+		return target{id: id, recreated: lost, fresh: true}, nil
+	}
+}
+
+var errNameTaken = errors.New("container name already in use")
+
+// create makes and starts a hardened container. Its workspace volume is made writable for
+// the sandbox user by a never-started helper container, in parallel with the start. The
+// work is not cut short when ctx is cancelled (it takes a few hundred milliseconds), so a
+// half-made container is never left behind.
+func (b *Backend) create(ctx context.Context, name, role, session string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	ids, err := b.userIDs(ctx)
+	if err != nil {
+		return "", err
+	}
+	uid, gid := ids.uid, ids.gid
+	spec, err := b.spec(name, role, session, ids)
+	if err != nil {
+		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: err}
+	}
+	t0 := time.Now()
+	resp, err := b.cli.ContainerCreate(ctx, spec.config, spec.host, nil, nil, name)
+	if err != nil {
+		switch {
+		case cerrdefs.IsConflict(err):
+			return "", errNameTaken
+		case cerrdefs.IsNotFound(err):
+			return "", b.imageMissing(ctx, err)
+		case cerrdefs.IsInvalidArgument(err):
+			return "", b.engineErr("create", name, fmt.Errorf("the engine refused the container settings: %w (check the docker.* settings; hermes-sandbox doctor)", err))
+		}
+		return "", b.engineErr("create", name, err)
+	}
+	id := resp.ID
+	fail := func(err error) (string, error) {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		b.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true})
+		if spec.workspace != "" {
+			if v, ierr := b.cli.VolumeInspect(cctx, spec.workspace); ierr == nil {
+				if created, perr := time.Parse(time.RFC3339, v.CreatedAt); perr == nil && !created.Before(t0.Add(-2*time.Second)) {
+					b.cli.VolumeRemove(cctx, spec.workspace, true)
+				}
+			}
+		}
+		return "", err
+	}
+	var wg sync.WaitGroup
+	var prepErr error
+	if spec.workspace != "" && uid != 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prepErr = b.prepareWorkspace(ctx, spec.workspace, uid, gid)
+		}()
+	}
+	startErr := b.cli.ContainerStart(ctx, id, container.StartOptions{})
+	wg.Wait()
+	if startErr != nil {
+		return fail(b.engineErr("start", name, startErr))
+	}
+	if prepErr != nil {
+		return fail(prepErr)
+	}
+	b.log.Debug("container created", "container", name, "role", role, "ms", time.Since(t0).Milliseconds())
+	return id, nil
+}
+
+// prepareWorkspace gives the workspace volume's root to uid:gid. The sandbox container
+// cannot do it (no capabilities, read-only root), and the Engine API's archive upload skips
+// the root of its destination; so a never-started container mounts the volume at /w, and an
+// upload of the single directory entry "w/" into its root sets the owner. It costs about
+// 50 ms, spent while the sandbox container starts.
+func (b *Backend) prepareWorkspace(ctx context.Context, vol string, uid, gid int) error {
+	name := "hermes-prep-" + b.scope + "-" + randomID()
+	labels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: rolePrep,
+		labelCreated: time.Now().UTC().Format(time.RFC3339Nano)}
+	for k, v := range b.extra.Labels {
+		labels[k] = v
+	}
+	resp, err := b.cli.ContainerCreate(ctx,
+		&container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
+		&container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
+			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/w"}}},
+		nil, nil, name)
+	if err != nil {
+		return b.engineErr("prepare workspace", vol, err)
+	}
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		if err := b.cli.ContainerRemove(cctx, resp.ID, container.RemoveOptions{Force: true}); err != nil {
+			b.log.Warn("remove workspace helper container", "container", name, "err", err)
+		}
+	}()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "w/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: uid, Gid: gid, ModTime: time.Now()}); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := b.cli.CopyToContainer(ctx, resp.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		return b.engineErr("prepare workspace", vol, err)
+	}
+	return nil
+}
+
+// removeContainer removes a container; withVolumes also removes its workspace volume.
+func (b *Backend) removeContainer(ctx context.Context, id string, withVolumes bool) error {
+	_, err := b.removeContainerVolumes(ctx, id, withVolumes, false)
+	return err
+}
+
+// removeContainerVolumes removes a container (unless dryRun) and, withVolumes, its workspace
+// volumes, whose names it returns.
+func (b *Backend) removeContainerVolumes(ctx context.Context, id string, withVolumes, dryRun bool) ([]string, error) {
+	var vols []string
+	if withVolumes {
+		if info, err := b.cli.ContainerInspect(ctx, id); err == nil {
+			vols = ourVolumes(info.Mounts)
+		}
+	}
+	if dryRun {
+		return vols, nil
+	}
+	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, b.engineErr("remove", shortID(id), err)
+	}
+	var errs []error
+	var removed []string
+	for _, v := range vols {
+		if err := b.removeVolume(ctx, v); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, v)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// ourVolumes lists the workspace volumes among a container's mounts.
+func ourVolumes(mounts []container.MountPoint) []string {
+	var out []string
+	for _, m := range mounts {
+		if m.Type == mount.TypeVolume && strings.HasPrefix(m.Name, "hermes-") && strings.HasSuffix(m.Name, "-ws") {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// removeVolume removes a volume, retrying briefly while the engine still sees it in use.
+func (b *Backend) removeVolume(ctx context.Context, name string) error {
+	for i := 0; ; i++ {
+		err := b.cli.VolumeRemove(ctx, name, false)
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if !cerrdefs.IsConflict(err) || i == 10 {
+			return b.engineErr("remove volume", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func createdLabel(labels map[string]string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, labels[labelCreated])
+	return t
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// cleanupContext is for removing things after the caller may have given up.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+}
+
+func randomID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

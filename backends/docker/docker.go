@@ -1,0 +1,235 @@
+// Package docker runs each session in its own hardened container on a Docker engine, reached
+// through the Engine API (never the docker CLI). A container is created per session with no
+// network, a read-only root, every capability dropped, no-new-privileges, memory, CPU and pids
+// limits, a non-root user and a writable /workspace volume. The static sandbox-agent helper is
+// bind-mounted read-only and serves the session over one long-lived exec stream, so a command
+// costs one round trip instead of a `docker exec`. Containers carry labels, so a later process
+// finds its session again, `hermes-sandbox gc` reaps idle ones, and a warm pool
+// (docker.pool_size) can hand out ready containers in milliseconds.
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Name is the backend's registry name.
+const Name = "docker"
+
+// Options are settings a Go program (or a test) can add to those from the configuration.
+type Options struct {
+	// Labels are added to every container and volume the backend creates.
+	Labels map[string]string
+}
+
+// Backend runs sessions in containers on one Docker engine.
+type Backend struct {
+	opts  sandbox.FactoryOptions
+	cfg   config.DockerConfig
+	extra Options
+	log   *slog.Logger
+
+	host    string // engine address, for messages
+	local   bool   // the engine runs on this machine (a unix socket)
+	cli     *client.Client
+	scope   string   // hash of the state directory: separates users and test runs on one engine
+	env     []string // container environment (HOME, docker.env)
+	passEnv []string // passthrough values, given to each helper exec
+	shell   string
+
+	recordDir string // host-side session records: container id, and mtime = last use
+	spillDir  string
+
+	usersMu sync.Mutex
+	users   *userIDs // docker.user resolved in the image, once
+
+	prepMu sync.Mutex
+	agent  agentFiles // the helper binary, set once by prepare and never changed
+
+	poolOnce sync.Once
+	pool     *pool
+
+	oomFile atomic.Int32 // index in oomFiles of the counter file that works here
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New builds the docker backend from the configuration. It reads the engine address (config,
+// DOCKER_HOST, docker contexts) but does not contact the engine.
+func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) { return NewWith(opts, Options{}) }
+
+// NewWith is New with extra options for Go callers.
+func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
+	if opts.Config == nil {
+		return nil, fmt.Errorf("docker: no configuration: %w", sandbox.ErrInvalidConfig)
+	}
+	if opts.StateDir == "" {
+		return nil, fmt.Errorf("docker: no state directory: %w", sandbox.ErrInvalidConfig)
+	}
+	state, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("docker: state directory: %w", err)
+	}
+	ep, err := resolveEndpoint(opts.Config.Docker.Host, opts)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := newClient(ep)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(state))
+	b := &Backend{
+		opts:      opts,
+		cfg:       opts.Config.Docker,
+		extra:     extra,
+		log:       opts.Log().With("backend", Name),
+		host:      ep.Host,
+		local:     strings.HasPrefix(ep.Host, "unix://"),
+		cli:       cli,
+		scope:     hex.EncodeToString(sum[:])[:8],
+		shell:     string(opts.Config.Terminal.Shell),
+		recordDir: filepath.Join(state, "docker", "sessions"),
+		spillDir:  filepath.Join(state, "output"),
+	}
+	b.env = containerEnv(b.cfg)
+	b.passEnv = passthroughEnv(b.cfg, opts)
+	return b, nil
+}
+
+// Name returns "docker".
+func (b *Backend) Name() string { return Name }
+
+// Capabilities reports what docker sessions do.
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	iso := "container: namespaces, cgroups (memory, cpu, pids), all capabilities dropped, no-new-privileges, read-only root, non-root user"
+	if b.cfg.Privileged {
+		iso = "container: PRIVILEGED (full host device and capability access); namespaces only"
+	}
+	if b.cfg.Runtime != "" {
+		iso += ", runtime " + b.cfg.Runtime
+	}
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+		Isolation: iso, Network: b.cfg.NetworkEnabled}
+}
+
+// Close stops the warm pool and removes its unclaimed containers. Sessions' containers stay.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	p := b.pool
+	b.mu.Unlock()
+	var err error
+	if p != nil {
+		err = p.close()
+	}
+	return errors.Join(err, b.cli.Close())
+}
+
+func (b *Backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// containerName is the session's container name: it finds the session again from any process
+// using the same state directory.
+func (b *Backend) containerName(session string) string {
+	return "hermes-" + b.scope + "-" + session
+}
+
+// sessionOf returns the session name of one of our container names ("" for pool containers
+// and other scopes).
+func (b *Backend) sessionOf(name string) string {
+	name = strings.TrimPrefix(name, "/")
+	rest, ok := strings.CutPrefix(name, "hermes-"+b.scope+"-")
+	if !ok {
+		return ""
+	}
+	return rest
+}
+
+// Open returns the named session. Nothing is created until its first command: then the
+// session's container is found again, claimed from the warm pool or created.
+func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
+	if b.isClosed() {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
+	}
+	if err := b.validate(); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
+	b.startPool()
+	s := &session{b: b, name: name}
+	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
+		SpillDir: b.spillDir, Logger: b.opts.Logger})
+	return s, nil
+}
+
+// record paths -------------------------------------------------------------------------
+
+func (b *Backend) recordPath(session string) string { return filepath.Join(b.recordDir, session) }
+
+// readRecord returns the container id last used for the session, if any.
+func (b *Backend) readRecord(session string) (id string, used time.Time, ok bool) {
+	p := b.recordPath(session)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	fi, err := os.Stat(p)
+	if err == nil {
+		used = fi.ModTime()
+	}
+	return strings.TrimSpace(string(data)), used, true
+}
+
+func (b *Backend) writeRecord(session, id string) {
+	if err := os.MkdirAll(b.recordDir, 0o700); err != nil {
+		b.log.Warn("session record", "session", session, "err", err)
+		return
+	}
+	if err := os.WriteFile(b.recordPath(session), []byte(id+"\n"), 0o600); err != nil {
+		b.log.Warn("session record", "session", session, "err", err)
+	}
+}
+
+func (b *Backend) touchRecord(session string) {
+	now := time.Now()
+	if err := os.Chtimes(b.recordPath(session), now, now); err != nil && !errors.Is(err, os.ErrNotExist) {
+		b.log.Debug("session record", "session", session, "err", err)
+	}
+}
+
+func (b *Backend) dropRecord(session string) { os.Remove(b.recordPath(session)) }
+
+var (
+	_ sandbox.Backend        = (*Backend)(nil)
+	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Checker        = (*Backend)(nil)
+	_ sandbox.Warner         = (*Backend)(nil)
+	_ sandbox.Baseliner      = (*Backend)(nil)
+)

@@ -1,0 +1,66 @@
+package docker
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	img := testImage(t)
+	state := t.TempDir()
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend {
+			return newBackendWith(t, state, func(c *config.Config) { c.Docker.Image = img })
+		},
+	})
+}
+
+// TestConformanceRealImage runs the suite on a realistic image (for example a debootstrap
+// minbase with bash and python) named by HERMES_SANDBOX_TEST_DOCKER_IMAGE, when present.
+func TestConformanceRealImage(t *testing.T) {
+	img := os.Getenv("HERMES_SANDBOX_TEST_DOCKER_IMAGE")
+	if img == "" {
+		t.Skip("set HERMES_SANDBOX_TEST_DOCKER_IMAGE to an image on this engine to run the suite on it")
+	}
+	cli := needEngine(t)
+	testenv.AgentBinary(t)
+	if _, err := cli.ImageInspect(t.Context(), img); err != nil {
+		t.Skipf("image %s: %v", img, err)
+	}
+	state := t.TempDir()
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend {
+			return newBackendWith(t, state, func(c *config.Config) { c.Docker.Image = img })
+		},
+	})
+}
+
+func TestTerminal(t *testing.T) {
+	b := newBackend(t, nil)
+	sess := open(t, b, "tty")
+	run(t, sess, "cd /tmp")
+	term, ok := sess.(sandbox.Terminal)
+	if !ok {
+		t.Fatal("docker sessions do not implement sandbox.Terminal")
+	}
+	var out bytes.Buffer
+	// A terminal's input stays open until the shell ends (an end of input hangs it up).
+	in, typing := io.Pipe()
+	go typing.Write([]byte("tty; pwd; exit 3\n"))
+	defer typing.Close()
+	code, err := term.Shell(ctxT(t, time.Minute), sandbox.TerminalOptions{Stdin: in, Stdout: &out,
+		Size: sandbox.WinSize{Rows: 24, Cols: 80}})
+	if err != nil || code != 3 || !strings.Contains(out.String(), "/dev/pts/") || !strings.Contains(out.String(), "/tmp") {
+		t.Errorf("Shell() = %d, %v, output %q; want 3, a pty and /tmp", code, err, out.String())
+	}
+}

@@ -1,0 +1,102 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// unreachableError is why the engine does not answer; wrapped in a sandbox.Error whose
+// operation names the engine, it reads "docker: cannot reach the engine at HOST: is the
+// daemon running? (hermes-sandbox doctor)".
+type unreachableError struct {
+	perm  bool
+	cause error
+}
+
+func (e *unreachableError) Error() string {
+	if e.perm {
+		return "permission denied: add your user to the docker group, or set docker.host (hermes-sandbox doctor)"
+	}
+	return "is the daemon running? (hermes-sandbox doctor)"
+}
+
+func (e *unreachableError) Unwrap() []error { return []error{sandbox.ErrUnavailable, e.cause} }
+
+func (b *Backend) unreachableErr(err error) error {
+	return &sandbox.Error{Backend: Name, Op: "cannot reach the engine at " + b.host,
+		Err: &unreachableError{perm: errors.Is(err, os.ErrPermission), cause: err}}
+}
+
+// kindError is an engine error that also matches a sandbox sentinel.
+type kindError struct {
+	kind  error
+	cause error
+}
+
+func (e *kindError) Error() string   { return e.cause.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
+
+// engineErr maps an Engine API error to the sandbox sentinels with typed checks, once, here.
+func (b *Backend) engineErr(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *unreachableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	if unreachable(err) {
+		return b.unreachableErr(err)
+	}
+	var kind error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		kind = nil // already a sentinel callers test for
+	case cerrdefs.IsNotFound(err):
+		kind = sandbox.ErrNotFound
+	case cerrdefs.IsInvalidArgument(err):
+		kind = sandbox.ErrInvalidConfig
+	case cerrdefs.IsPermissionDenied(err), cerrdefs.IsUnauthorized(err):
+		kind = sandbox.ErrDenied
+	case cerrdefs.IsUnavailable(err):
+		kind = sandbox.ErrUnavailable
+	}
+	if kind != nil {
+		err = &kindError{kind: kind, cause: err}
+	}
+	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
+}
+
+// unreachable reports whether err means the engine could not be connected to at all.
+func unreachable(err error) bool {
+	if client.IsErrConnectionFailed(err) {
+		return true
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// imageMissing is the error for an image the engine does not have: it names the two ways to
+// get one.
+func (b *Backend) imageMissing(ctx context.Context, cause error) error {
+	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err == nil || !cerrdefs.IsNotFound(err) {
+		return b.engineErr("create", "", cause)
+	}
+	return &sandbox.Error{Backend: Name, Op: "image", ID: b.cfg.Image, Err: &kindError{kind: sandbox.ErrNotFound,
+		cause: fmt.Errorf("the image is not on this machine: pull it with `hermes-sandbox image pull %s`, or on an air-gapped machine import a root filesystem with `hermes-sandbox image import --rootfs DIR --tag %s` (or --tar FILE); or choose another with `hermes-sandbox config set docker.image IMAGE`",
+			b.cfg.Image, b.cfg.Image)}}
+}

@@ -1,0 +1,388 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// session is a channel session (commands, jobs, files and the terminal over the helper
+// stream) plus what only docker knows: which container it lives in, when it was last used,
+// and whether a killed command ran out of memory.
+type session struct {
+	*channel.Session
+	b    *Backend
+	name string
+
+	mu          sync.Mutex
+	containerID string // the container this process last used for the session
+	oomCount    int64  // the cgroup's OOM kill count when last looked at
+	lastTouch   time.Time
+}
+
+// start is the channel's Starter: it makes sure the session's container runs and attaches
+// a helper to it.
+func (s *session) start(ctx context.Context) (channel.Started, error) {
+	b := s.b
+	if b.isClosed() {
+		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: s.name, Err: sandbox.ErrClosed}
+	}
+	if err := b.prepare(ctx); err != nil {
+		return channel.Started{}, err
+	}
+	s.mu.Lock()
+	known := s.containerID
+	s.mu.Unlock()
+	var t target
+	var client *agent.Client
+	var err error
+	recreated := false
+	for attempt := 0; ; attempt++ {
+		if t, err = b.ensure(ctx, s.name, known); err != nil {
+			return channel.Started{}, err
+		}
+		recreated = recreated || t.recreated
+		if client = t.client; client != nil {
+			break
+		}
+		if client, err = b.startHelper(ctx, t.id, b.containerName(s.name)); err == nil {
+			break
+		}
+		// A container that stopped between the check and the exec is started again; a
+		// helper that fails in a running container is a real error.
+		if attempt == 2 || ctx.Err() != nil || b.running(ctx, t.id) {
+			return channel.Started{}, err
+		}
+		known = t.id
+	}
+	t.recreated = recreated
+	var n int64 // a fresh container's cgroup has killed nothing yet
+	if !t.fresh {
+		n, _ = b.readOOMCount(ctx, client)
+	}
+	s.mu.Lock()
+	s.containerID = t.id
+	s.oomCount = n
+	s.mu.Unlock()
+	if t.recreated {
+		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
+	}
+	return channel.Started{Client: client, Recreated: t.recreated}, nil
+}
+
+// Exec runs cmd in the session's container. A command killed by the kernel for lack of
+// memory gets a message saying so on its stderr.
+func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	s.touch()
+	res, err := s.Session.Exec(ctx, cmd)
+	if err == nil && res != nil && res.ExitCode == 137 && !res.TimedOut && !res.Interrupted {
+		if s.oomKilled(ctx) {
+			msg := fmt.Sprintf("hermes-sandbox: the command was killed because the sandbox ran out of memory (docker.memory_limit %s); use less memory or raise the limit\n", s.b.cfg.MemoryLimit)
+			res.Stderr += msg
+			res.StderrBytes += int64(len(msg))
+			if cmd.Stderr != nil {
+				io.WriteString(cmd.Stderr, msg)
+			}
+		}
+	}
+	if err != nil && errors.Is(err, agent.ErrConnLost) {
+		err = s.explainLost(ctx, err)
+	}
+	return res, err
+}
+
+// touch records the session's last use (at most once a second); `gc` reads it.
+func (s *session) touch() {
+	s.mu.Lock()
+	now := time.Now()
+	due := now.Sub(s.lastTouch) > time.Second
+	if due {
+		s.lastTouch = now
+	}
+	s.mu.Unlock()
+	if due {
+		s.b.touchRecord(s.name)
+	}
+}
+
+// oomKilled reports whether the container's memory cgroup killed something since we last
+// looked.
+func (s *session) oomKilled(ctx context.Context) bool {
+	client, err := s.Client(ctx)
+	if err != nil {
+		return false
+	}
+	n, ok := s.b.readOOMCount(ctx, client)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	killed := n > s.oomCount
+	s.oomCount = n
+	return killed
+}
+
+// oomFiles hold the memory cgroup's OOM kill counter: cgroup v2, then v1.
+var oomFiles = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
+
+// readOOMCount reads the container's OOM kill counter through the helper, trying first the
+// file that worked last time.
+func (b *Backend) readOOMCount(ctx context.Context, client *agent.Client) (int64, bool) {
+	first := int(b.oomFile.Load())
+	for i := range oomFiles {
+		k := (first + i) % len(oomFiles)
+		var buf bytes.Buffer
+		var rep agent.ReadReply
+		if err := client.Call(ctx, agent.CallRequest{Op: "read_file", Path: oomFiles[k], Limit: 4096}, &rep, &buf, nil); err != nil {
+			continue
+		}
+		b.oomFile.Store(int32(k))
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// explainLost adds what happened to the container when the helper stream broke.
+func (s *session) explainLost(ctx context.Context, err error) error {
+	s.mu.Lock()
+	id := s.containerID
+	s.mu.Unlock()
+	if id == "" {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	info, ierr := s.b.cli.ContainerInspect(cctx, id)
+	switch {
+	case ierr != nil && isNotFound(ierr):
+		return fmt.Errorf("%w: the session's container was removed; the next command creates a new one", err)
+	case ierr != nil:
+		return fmt.Errorf("%w (and the engine does not answer: %v)", err, s.b.engineErr("inspect", shortID(id), ierr))
+	case !info.State.Running && info.State.OOMKilled:
+		return fmt.Errorf("%w: the session's container ran out of memory (docker.memory_limit %s) and stopped; the next command restarts it", err, s.b.cfg.MemoryLimit)
+	case !info.State.Running:
+		return fmt.Errorf("%w: the session's container stopped (exit code %d); the next command restarts it", err, info.State.ExitCode)
+	}
+	return err
+}
+
+// running reports whether a container is running (false when it is gone or the engine
+// does not answer).
+func (b *Backend) running(ctx context.Context, id string) bool {
+	info, err := b.cli.ContainerInspect(ctx, id)
+	return err == nil && info.State.Running
+}
+
+// helperArgs is the exec that serves a session inside its container.
+func (b *Backend) helperArgs() []string {
+	shell := b.shell
+	if shell == "" {
+		shell = "auto"
+	}
+	args := append([]string{agentInCtr}, b.agent.args...)
+	return append(args, "serve", "--state", helperState, "--cwd", workdir(b.cfg), "--shell", shell)
+}
+
+// startHelper starts the helper in a container as one long-lived exec and returns a client
+// speaking to it over the exec's hijacked stream; the helper's stderr goes to the log.
+func (b *Backend) startHelper(ctx context.Context, id, name string) (*agent.Client, error) {
+	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: b.helperArgs(), Env: b.passEnv,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return nil, b.engineErr("exec", name, err)
+	}
+	hr, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, b.engineErr("exec", name, err)
+	}
+	pr, pw := io.Pipe()
+	log := b.log.With("container", name, "exec", shortID(ex.ID))
+	stderr := &logWriter{log: log, msg: "helper stderr"}
+	demuxed := make(chan struct{})
+	go func() {
+		defer close(demuxed)
+		_, err := stdcopy.StdCopy(pw, stderr, hr.Reader)
+		pw.CloseWithError(err) // nil: EOF
+		stderr.flush()
+	}()
+	// The engine does not end an exec's stream when its container dies (killed, removed),
+	// so a watcher ends it: the running command then fails at once instead of hanging, and
+	// the next one restarts the container.
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		waitC, errC := b.cli.ContainerWait(wctx, id, container.WaitConditionNotRunning)
+		select {
+		case w := <-waitC:
+			log.Debug("container stopped; closing the helper stream", "exit_code", w.StatusCode)
+			hr.Close()
+		case err := <-errC:
+			if wctx.Err() == nil {
+				if isNotFound(err) {
+					hr.Close()
+				}
+				log.Debug("container watch ended", "err", err)
+			}
+		}
+	}()
+	var closeOnce sync.Once
+	closeFn := func() error {
+		closeOnce.Do(func() {
+			stopWatch()
+			hr.Close()
+			<-demuxed
+			<-watched
+			pr.Close()
+		})
+		return nil
+	}
+	client, err := agent.NewClient(ctx, pr, hr.Conn, closeFn)
+	if err != nil {
+		return nil, b.helperFailed(ctx, id, name, ex.ID, stderr.tail(), err)
+	}
+	return client, nil
+}
+
+// helperFailed explains why the helper did not come up.
+func (b *Backend) helperFailed(ctx context.Context, id, name, execID, stderr string, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var code int
+	if ei, ierr := b.cli.ContainerExecInspect(cctx, execID); ierr == nil && !ei.Running {
+		code = ei.ExitCode
+	}
+	oom := false
+	if ci, ierr := b.cli.ContainerInspect(cctx, id); ierr == nil {
+		oom = ci.State.OOMKilled
+	}
+	// SIGKILL before the greeting: in a fresh container only the OOM killer sends it.
+	if oom || code == 137 {
+		return &sandbox.Error{Backend: Name, Op: "start helper", ID: name, Err: fmt.Errorf(
+			"the sandbox helper was killed for lack of memory (docker.memory_limit %s): raise docker.memory_limit (hermes-sandbox config set docker.memory_limit 512m): %w",
+			b.cfg.MemoryLimit, sandbox.ErrInvalidConfig)}
+	}
+	detail := err.Error()
+	if stderr != "" {
+		detail += "; it printed: " + stderr
+	}
+	if code != 0 {
+		detail += fmt.Sprintf(" (exit code %d)", code)
+	}
+	return &sandbox.Error{Backend: Name, Op: "start helper", ID: name, Err: fmt.Errorf("%s: %w", detail, sandbox.ErrUnavailable)}
+}
+
+// Baseline runs `true` n times the raw way, as `docker exec` does: an exec create, an attach
+// that starts it and reads it to the end, and an inspect for the exit code, in the named
+// session's container.
+func (b *Backend) Baseline(ctx context.Context, session string, n int) (string, []time.Duration, error) {
+	info, err := b.cli.ContainerInspect(ctx, b.containerName(session))
+	if err != nil {
+		return "", nil, b.engineErr("inspect", b.containerName(session), err)
+	}
+	ds := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		ex, err := b.cli.ContainerExecCreate(ctx, info.ID, container.ExecOptions{Cmd: []string{"true"}, AttachStdout: true, AttachStderr: true})
+		if err != nil {
+			return "", nil, b.engineErr("exec", info.Name, err)
+		}
+		hr, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+		if err != nil {
+			return "", nil, b.engineErr("exec", info.Name, err)
+		}
+		_, err = stdcopy.StdCopy(io.Discard, io.Discard, hr.Reader)
+		hr.Close()
+		if err != nil {
+			return "", nil, b.engineErr("exec", info.Name, err)
+		}
+		ei, err := b.cli.ContainerExecInspect(ctx, ex.ID)
+		if err != nil {
+			return "", nil, b.engineErr("exec", info.Name, err)
+		}
+		if ei.ExitCode != 0 {
+			return "", nil, &sandbox.Error{Backend: Name, Op: "baseline", ID: info.Name, Err: fmt.Errorf("`true` exited %d", ei.ExitCode)}
+		}
+		ds = append(ds, time.Since(t))
+	}
+	return "raw Engine API exec (create, attach, inspect)", ds, nil
+}
+
+// logWriter sends a stream to the log line by line and keeps its last lines for errors.
+type logWriter struct {
+	log *slog.Logger
+	msg string
+
+	mu   sync.Mutex
+	buf  []byte
+	last []string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.line(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > 4096 {
+		w.line(string(w.buf))
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (w *logWriter) line(s string) {
+	w.log.Warn(w.msg, "line", s)
+	w.last = append(w.last, s)
+	if len(w.last) > 5 {
+		w.last = w.last[1:]
+	}
+}
+
+func (w *logWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.line(string(w.buf))
+		w.buf = nil
+	}
+}
+
+func (w *logWriter) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.last, "; ")
+}
+
+var (
+	_ sandbox.Session    = (*session)(nil)
+	_ sandbox.JobRunner  = (*session)(nil)
+	_ sandbox.FileSystem = (*session)(nil)
+	_ sandbox.Terminal   = (*session)(nil)
+)

@@ -1,0 +1,166 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// GCOptions say what GC removes.
+type GCOptions struct {
+	// IdleTimeout overrides docker.idle_timeout when positive. Sessions idle longer, with no
+	// process running beyond the container's init, are removed; 0 in both means never.
+	IdleTimeout time.Duration
+	// DryRun reports what would be removed and removes nothing.
+	DryRun bool
+}
+
+// GCItem is one thing GC removed (or would remove, or kept).
+type GCItem struct {
+	Kind   string `json:"kind"` // "container" or "volume"
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// GCReport is what GC did.
+type GCReport struct {
+	Removed []GCItem `json:"removed"`
+	Kept    []GCItem `json:"kept"`
+}
+
+// leftoverAge is how old a pool or workspace-helper container of an unknown owner must be
+// before GC treats it as left behind.
+const leftoverAge = 10 * time.Minute
+
+// GC removes this state directory's session containers idle longer than the idle timeout,
+// warm-pool containers whose process is gone, leftover workspace-helper containers, and
+// workspace volumes no container uses. A session whose container GC removed reports
+// environment_recreated on its next command.
+func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+	var rep GCReport
+	idle := b.cfg.IdleTimeout
+	if opts.IdleTimeout > 0 {
+		idle = opts.IdleTimeout
+	}
+	list, err := b.ours(ctx, true)
+	if err != nil {
+		return rep, err
+	}
+	now := time.Now()
+	var errs []error
+	remove := func(c container.Summary, reason string) {
+		vols, err := b.removeContainerVolumes(ctx, c.ID, true, opts.DryRun)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		rep.Removed = append(rep.Removed, GCItem{Kind: "container", Name: containerName(c), Reason: reason})
+		for _, v := range vols {
+			rep.Removed = append(rep.Removed, GCItem{Kind: "volume", Name: v, Reason: "workspace of " + containerName(c)})
+		}
+	}
+	keep := func(c container.Summary, reason string) {
+		rep.Kept = append(rep.Kept, GCItem{Kind: "container", Name: containerName(c), Reason: reason})
+	}
+	for _, c := range list {
+		name := containerName(c)
+		age := now.Sub(createdAt(c))
+		switch {
+		case strings.HasPrefix(name, "hermes-pool-"):
+			alive, known := ownerAlive(c.Labels[labelPool])
+			switch {
+			case known && alive:
+				keep(c, "warm pool of a running process")
+			case known:
+				remove(c, "warm-pool leftover: its process is gone")
+			case age > leftoverAge:
+				remove(c, fmt.Sprintf("warm-pool leftover of another host, %s old", age.Round(time.Second)))
+			default:
+				keep(c, "warm pool of another host")
+			}
+		case strings.HasPrefix(name, "hermes-prep-"):
+			if age > leftoverAge {
+				remove(c, "leftover workspace helper")
+			}
+		case b.sessionOf(name) != "":
+			session := b.sessionOf(name)
+			used := createdAt(c)
+			if _, u, ok := b.readRecord(session); ok && u.After(used) {
+				used = u
+			}
+			idleFor := now.Sub(used)
+			switch {
+			case idle <= 0:
+				keep(c, "docker.idle_timeout is 0")
+			case idleFor <= idle:
+				keep(c, fmt.Sprintf("used %s ago", idleFor.Round(time.Second)))
+			case c.State == "running" && b.busy(ctx, c.ID):
+				keep(c, "a helper or a background process is running")
+			default:
+				remove(c, fmt.Sprintf("idle for %s (docker.idle_timeout %s)", idleFor.Round(time.Second), idle))
+			}
+		}
+	}
+	// Workspace volumes no container uses: from removed sessions, interrupted removals.
+	vols, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelOurs+"=1"))})
+	if err != nil {
+		errs = append(errs, b.engineErr("list volumes", "", err))
+	} else {
+		used := map[string]bool{}
+		if all, err := b.ours(ctx, true); err == nil {
+			for _, c := range all {
+				for _, m := range c.Mounts {
+					used[m.Name] = true
+				}
+			}
+		}
+		for _, v := range vols.Volumes {
+			if used[v.Name] {
+				continue
+			}
+			if !opts.DryRun {
+				// Not forced: the engine refuses a volume that any container still uses.
+				if err := b.cli.VolumeRemove(ctx, v.Name, false); err != nil {
+					if !isNotFound(err) {
+						rep.Kept = append(rep.Kept, GCItem{Kind: "volume", Name: v.Name, Reason: "in use"})
+					}
+					continue
+				}
+			}
+			rep.Removed = append(rep.Removed, GCItem{Kind: "volume", Name: v.Name, Reason: "no container uses it"})
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// busy reports whether anything beyond the container's init and idle entrypoint runs: an
+// attached helper (a live client) or a background job.
+func (b *Backend) busy(ctx context.Context, id string) bool {
+	top, err := b.cli.ContainerTop(ctx, id, nil)
+	if err != nil {
+		return false
+	}
+	col := -1
+	for i, t := range top.Titles {
+		if t == "CMD" || t == "COMMAND" {
+			col = i
+		}
+	}
+	for _, p := range top.Processes {
+		if col < 0 || col >= len(p) {
+			return len(top.Processes) > 2
+		}
+		cmd := p[col]
+		if strings.Contains(cmd, "docker-init") || strings.HasSuffix(cmd, " idle") {
+			continue
+		}
+		return true
+	}
+	return false
+}

@@ -1,0 +1,248 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/pkg/jsonmessage"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// ImportChanges are the Dockerfile instructions applied to an imported root filesystem: a
+// tarball has no ENV or CMD, and a shell without PATH finds nothing.
+var ImportChanges = []string{"ENV PATH=" + defaultPath, `CMD ["/bin/sh"]`}
+
+// Output is where image commands report progress: a terminal gets progress bars.
+type Output struct {
+	W          io.Writer
+	Fd         uintptr
+	IsTerminal bool
+}
+
+// Pull pulls ref from its registry, showing progress. Credentials stored inline in the docker
+// config file (~/.docker/config.json "auths") are used for the ref's registry.
+func (b *Backend) Pull(ctx context.Context, ref string, out Output) error {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
+	}
+	ref = reference.TagNameOnly(named).String()
+	opts := image.PullOptions{RegistryAuth: b.registryAuth(reference.Domain(named))}
+	rc, err := b.cli.ImagePull(ctx, ref, opts)
+	if err != nil {
+		return b.pullErr(ref, b.engineErr("pull", ref, err))
+	}
+	defer rc.Close()
+	if err := jsonmessage.DisplayJSONMessagesStream(rc, out.W, out.Fd, out.IsTerminal, nil); err != nil {
+		return b.pullErr(ref, &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: err})
+	}
+	return nil
+}
+
+// pullErr adds the way out for a machine that cannot reach the registry.
+func (b *Backend) pullErr(ref string, err error) error {
+	var ue *unreachableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return fmt.Errorf("%w\n(without a registry, import a root filesystem instead: hermes-sandbox image import --rootfs DIR --tag %s)", err, ref)
+}
+
+// registryAuth returns the encoded inline credentials for a registry, or "".
+func (b *Backend) registryAuth(domain string) string {
+	data, err := os.ReadFile(filepath.Join(dockerConfigDir(b.opts), "config.json"))
+	if err != nil {
+		return ""
+	}
+	var cf struct {
+		Auths map[string]struct {
+			Auth string `json:"auth"`
+		} `json:"auths"`
+	}
+	if json.Unmarshal(data, &cf) != nil {
+		return ""
+	}
+	keys := []string{domain, "https://" + domain, "https://" + domain + "/v1/"}
+	if domain == "docker.io" {
+		keys = append(keys, "https://index.docker.io/v1/", "index.docker.io")
+	}
+	for _, k := range keys {
+		a, ok := cf.Auths[k]
+		if !ok || a.Auth == "" {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(a.Auth)
+		if err != nil {
+			continue
+		}
+		user, pass, _ := strings.Cut(string(raw), ":")
+		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{Username: user, Password: pass, ServerAddress: k})
+		if err == nil {
+			return enc
+		}
+	}
+	return ""
+}
+
+// ImportSource is a root filesystem to import: a directory, or a tar file (plain or
+// compressed, as the engine accepts).
+type ImportSource struct {
+	RootfsDir string
+	TarFile   string
+	// Reader, if set, is a tar stream to import as is.
+	Reader io.Reader
+}
+
+// Import makes an image tagged tag from a root filesystem through the Engine API, with
+// ImportChanges applied, and returns the new image's id.
+func (b *Backend) Import(ctx context.Context, src ImportSource, tag string, out io.Writer) (string, error) {
+	if _, err := reference.ParseNormalizedNamed(tag); err != nil {
+		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("bad tag: %v: %w", err, sandbox.ErrInvalidConfig)}
+	}
+	var r io.Reader
+	wait := func() error { return nil }
+	switch {
+	case src.Reader != nil:
+		r = src.Reader
+	case src.TarFile != "":
+		f, err := os.Open(src.TarFile)
+		if err != nil {
+			return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: err}
+		}
+		defer f.Close()
+		r = f
+	case src.RootfsDir != "":
+		fi, err := os.Stat(src.RootfsDir)
+		if err != nil {
+			return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: err}
+		}
+		if !fi.IsDir() {
+			return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("%s is not a directory: %w", src.RootfsDir, sandbox.ErrInvalidConfig)}
+		}
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := WriteRootfsTar(pw, src.RootfsDir)
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		defer pr.Close()
+		r = pr
+		wait = func() error { pr.Close(); return <-done }
+	default:
+		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("nothing to import: give a root filesystem directory or a tar file: %w", sandbox.ErrInvalidConfig)}
+	}
+	rc, err := b.cli.ImageImport(ctx, image.ImportSource{Source: r, SourceName: "-"}, tag, image.ImportOptions{Changes: ImportChanges})
+	if err != nil {
+		werr := wait()
+		if werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
+			return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: werr}
+		}
+		return "", b.engineErr("import", tag, err)
+	}
+	defer rc.Close()
+	var id string
+	dec := json.NewDecoder(rc)
+	for {
+		var m jsonmessage.JSONMessage
+		if err := dec.Decode(&m); err == io.EOF {
+			break
+		} else if err != nil {
+			wait()
+			return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: err}
+		}
+		if m.Error != nil {
+			wait()
+			return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: m.Error}
+		}
+		if strings.HasPrefix(m.Status, "sha256:") {
+			id = strings.TrimSpace(m.Status)
+		}
+	}
+	if err := wait(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: err}
+	}
+	if out != nil {
+		fmt.Fprintf(out, "imported %s (%s)\n", tag, id)
+	}
+	return id, nil
+}
+
+// WriteRootfsTar writes dir as a tar stream rooted at "/": owners, modes, symlinks, hard
+// links and device nodes are kept, so a debootstrap or busybox tree imports faithfully.
+func WriteRootfsTar(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	type inode struct{ dev, ino uint64 }
+	links := map[inode]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSocket != 0 {
+			return nil
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if fi.IsDir() {
+			hdr.Name += "/"
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 {
+			key := inode{uint64(st.Dev), uint64(st.Ino)}
+			if first, seen := links[key]; seen {
+				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
+			} else {
+				links[key] = hdr.Name
+			}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyN(tw, f, hdr.Size)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}

@@ -1,0 +1,324 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// containerNames lists the names of b's containers.
+func containerNames(t *testing.T, b *Backend) []string {
+	t.Helper()
+	list, err := b.ours(ctxT(t, 30*time.Second), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range list {
+		out = append(out, containerName(c))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func poolNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "hermes-pool-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestWarmPool(t *testing.T) {
+	b := newBackend(t, func(c *config.Config) { c.Docker.PoolSize = 2 })
+	if err := b.Prewarm(ctxT(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(poolNames(containerNames(t, b))); n != 2 {
+		t.Fatalf("pool holds %d containers; want 2", n)
+	}
+	start := time.Now()
+	sess := open(t, b, "pooled")
+	res := run(t, sess, "pwd; id -u; stat -c %u /workspace; touch /workspace/x && echo ok")
+	first := time.Since(start)
+	t.Logf("first command from the warm pool: %v", first)
+	if res.Stdout != "/workspace\n1000\n1000\nok\n" || res.EnvironmentRecreated {
+		t.Errorf("pooled session = %q recreated %v", res.Stdout, res.EnvironmentRecreated)
+	}
+	info, err := b.cli.ContainerInspect(ctxT(t, 10*time.Second), b.containerName("pooled"))
+	if err != nil {
+		t.Fatalf("the claimed container is not named after the session: %v", err)
+	}
+	if !strings.HasPrefix(info.Config.Labels[labelPool], "") || info.HostConfig.NetworkMode != "none" || !info.HostConfig.ReadonlyRootfs {
+		t.Errorf("pooled container is not hardened: %+v", info.HostConfig)
+	}
+	// The pool refills in the background.
+	if err := b.Prewarm(ctxT(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// The session is found again by a new process, and listed.
+	b2 := newBackendWith(t, b.opts.StateDir, func(c *config.Config) { *c = *b.opts.Config; c.Docker.PoolSize = 0 })
+	if res := run(t, open(t, b2, "pooled"), "ls /workspace/x"); res.ExitCode != 0 || res.EnvironmentRecreated {
+		t.Errorf("second process: %+v", res)
+	}
+	list, err := b.Sessions(ctxT(t, 10*time.Second))
+	if err != nil || len(list) != 1 || list[0].Name != "pooled" {
+		t.Errorf("Sessions() = %+v, %v; want just pooled", list, err)
+	}
+	// A claim for a name that exists fails without losing the pool container.
+	p := b.getPool()
+	if e := p.claim(ctxT(t, 10*time.Second), b.containerName("pooled")); e != nil {
+		t.Errorf("claim of a taken name returned %s", e.name)
+	}
+	if err := b.Prewarm(ctxT(t, 10*time.Second)); err != nil {
+		t.Errorf("pool after a failed claim: %v", err)
+	}
+	// Close removes the unclaimed containers and keeps the session's.
+	b.Close()
+	names := containerNames(t, b)
+	if len(poolNames(names)) != 0 || !slices.Contains(names, b.containerName("pooled")) {
+		t.Errorf("after Close: %v; want no pool containers and the session kept", names)
+	}
+	if _, err := b.Open(ctxT(t, time.Second), "x"); err == nil {
+		t.Errorf("Open after Close succeeded")
+	}
+}
+
+func TestPoolContainerRemovedBehindOurBack(t *testing.T) {
+	b := newBackend(t, func(c *config.Config) { c.Docker.PoolSize = 1 })
+	if err := b.Prewarm(ctxT(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range poolNames(containerNames(t, b)) {
+		b.cli.ContainerRemove(ctxT(t, 30*time.Second), n, container.RemoveOptions{Force: true})
+	}
+	sess := open(t, b, "afterloss")
+	if res := run(t, sess, "echo ok"); res.Stdout != "ok\n" {
+		t.Errorf("session after the pool container vanished = %+v", res)
+	}
+}
+
+func TestGC(t *testing.T) {
+	b := newBackend(t, func(c *config.Config) { c.Docker.IdleTimeout = time.Second })
+	ctx := ctxT(t, 2*time.Minute)
+	idle := open(t, b, "idle")
+	run(t, idle, "cd /tmp; echo data > /workspace/d")
+	busy := open(t, b, "busy")
+	run(t, busy, "true")
+	idle.Close() // its helper detaches; busy keeps one attached
+	// An orphan volume and a dead process's pool leftover.
+	orphan := "hermes-" + b.scope + "-orphan-ws"
+	if _, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: orphan, Labels: map[string]string{labelOurs: "1", labelScope: b.scope, testLabel: testRun}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := b.spec("hermes-pool-"+b.scope+"-dead", rolePool, "", userIDs{uid: 1000, gid: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	spec.config.Labels[labelPool] = host + "/999999999/1"
+	if _, err := b.cli.ContainerCreate(ctx, spec.config, spec.host, nil, nil, "hermes-pool-"+b.scope+"-dead"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	dry, err := b.GC(ctx, GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := scopeObjects(t, b); c != 3 {
+		t.Errorf("dry run removed something: %d containers left", c)
+	}
+	rep, err := b.GC(ctx, GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	for _, it := range rep.Removed {
+		removed = append(removed, it.Kind+" "+it.Name)
+	}
+	slices.Sort(removed)
+	want := []string{
+		"container " + b.containerName("idle"),
+		"container hermes-pool-" + b.scope + "-dead",
+		"volume " + b.containerName("idle") + "-ws",
+		"volume hermes-pool-" + b.scope + "-dead-ws",
+		"volume " + orphan,
+	}
+	slices.Sort(want)
+	for _, w := range want {
+		if !slices.Contains(removed, w) {
+			t.Errorf("GC removed %q; want it to include %q (kept %+v)", removed, w, rep.Kept)
+		}
+	}
+	if len(dry.Removed) < 2 {
+		t.Errorf("dry run reported %+v", dry.Removed)
+	}
+	if names := containerNames(t, b); !slices.Equal(names, []string{b.containerName("busy")}) {
+		t.Errorf("after GC: %v; want only the busy session", names)
+	}
+	// The reaped session comes back fresh and says so.
+	again := open(t, b, "idle")
+	if res := run(t, again, "pwd; cat /workspace/d 2>/dev/null || echo gone"); !res.EnvironmentRecreated || res.Stdout != "/workspace\ngone\n" {
+		t.Errorf("reaped session = %q recreated %v", res.Stdout, res.EnvironmentRecreated)
+	}
+}
+
+func TestSessionsAndRemove(t *testing.T) {
+	b := newBackend(t, nil)
+	s := open(t, b, "listed")
+	run(t, s, "true")
+	list, err := b.Sessions(ctxT(t, 10*time.Second))
+	if err != nil || len(list) != 1 {
+		t.Fatalf("Sessions() = %+v, %v", list, err)
+	}
+	if info := list[0]; info.Name != "listed" || info.State != "running" || info.Created.IsZero() || info.Used.Before(info.Created) {
+		t.Errorf("Sessions()[0] = %+v", info)
+	}
+	if err := b.Remove(ctxT(t, 30*time.Second), "listed"); err != nil {
+		t.Fatal(err)
+	}
+	if c, v := scopeObjects(t, b); c != 0 || v != 0 {
+		t.Errorf("Remove left %d containers and %d volumes", c, v)
+	}
+	if err := b.Remove(ctxT(t, 30*time.Second), "listed"); err == nil || !strings.Contains(err.Error(), "no such session") {
+		t.Errorf("second Remove = %v; want not found", err)
+	}
+}
+
+// TestConfigChangeReplacesContainer checks that a container made from older settings is
+// replaced (a tightened configuration takes effect), keeping the workspace.
+func TestConfigChangeReplacesContainer(t *testing.T) {
+	state := t.TempDir()
+	img := testImage(t)
+	b := newBackendWith(t, state, func(c *config.Config) { c.Docker.Image = img; c.Docker.PidsLimit = 100 })
+	run(t, open(t, b, "drift"), "echo w > /workspace/w")
+	b2 := newBackendWith(t, state, func(c *config.Config) { c.Docker.Image = img })
+	res := run(t, open(t, b2, "drift"), "cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; cat /workspace/w")
+	if res.Stdout != "256\nw\n" || !res.EnvironmentRecreated {
+		t.Errorf("after a config change = %q recreated %v; want pids.max 256, the workspace kept, environment_recreated", res.Stdout, res.EnvironmentRecreated)
+	}
+}
+
+func TestConcurrentSessions(t *testing.T) {
+	const n = 32
+	b := newBackend(t, nil)
+	var wg sync.WaitGroup
+	firsts := make([]time.Duration, n)
+	warm := make([]time.Duration, 0, n*10)
+	var mu sync.Mutex
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			start := time.Now()
+			sess, err := b.Open(ctx, fmt.Sprintf("c%02d", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sess.Close()
+			for j := 0; j < 11; j++ {
+				t0 := time.Now()
+				res, err := sess.Exec(ctx, sandbox.Command{Script: fmt.Sprintf("echo %d-%d", i, j)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := fmt.Sprintf("%d-%d\n", i, j); res.Stdout != want {
+					errs <- fmt.Errorf("session %d: %q; want %q", i, res.Stdout, want)
+					return
+				}
+				if j == 0 {
+					firsts[i] = time.Since(start)
+				} else {
+					mu.Lock()
+					warm = append(warm, time.Since(t0))
+					mu.Unlock()
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(containerNames(t, b)) != n {
+		t.Errorf("%d containers; want %d", len(containerNames(t, b)), n)
+	}
+	t.Logf("32 concurrent sessions: first command p50 %v p95 %v; warm command p50 %v p95 %v",
+		pctl(firsts, 50), pctl(firsts, 95), pctl(warm, 50), pctl(warm, 95))
+}
+
+func pctl(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+func TestPoolReportsFailure(t *testing.T) {
+	b := newBackend(t, func(c *config.Config) { c.Docker.PoolSize = 1; c.Docker.Image = "hermes-sandbox-test/absent:0" })
+	err := b.Prewarm(ctxT(t, time.Minute))
+	if err == nil || !strings.Contains(err.Error(), "image pull") {
+		t.Errorf("Prewarm(missing image) = %v; want the missing-image error", err)
+	}
+	b.Close()
+	if c, v := scopeObjects(t, b); c != 0 || v != 0 {
+		t.Errorf("left %d containers, %d volumes", c, v)
+	}
+}
+
+// TestGoroutinesOwned checks that closing sessions and the backend stops every goroutine the
+// backend started: pool owner, stream demultiplexers, container watchers.
+func TestGoroutinesOwned(t *testing.T) {
+	testImage(t)
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	func() {
+		b := newBackend(t, func(c *config.Config) { c.Docker.PoolSize = 1 })
+		if err := b.Prewarm(ctxT(t, 2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"g1", "g2"} {
+			sess, err := b.Open(ctxT(t, time.Minute), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(t, sess, "true")
+			sess.Close()
+		}
+		b.Close()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after closing everything:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,335 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+)
+
+// The warm pool keeps docker.pool_size hardened containers created and started, each with a
+// helper already attached, so a new session's first command costs a rename and one round
+// trip. Labels cannot change after creation, so pool containers are named
+// hermes-pool-<scope>-<random> and a session claims one by renaming it to the session's
+// container name: the engine renames atomically, so a failed rename means the name was taken
+// (another process made the session's container meanwhile) or the container is gone.
+//
+// One goroutine, started by the first Open and stopped by Backend.Close, owns the pool: it
+// creates containers, replenishes after claims, and removes discarded ones. Close waits for
+// it, then removes every unclaimed container.
+type pool struct {
+	b    *Backend
+	size int
+
+	mu       sync.Mutex
+	ready    []*poolEntry
+	trash    []*poolEntry
+	closed   bool
+	changed  chan struct{} // closed and replaced whenever ready changes
+	kick     chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+	failures int
+	lastErr  error // why the last container could not be made; nil after a success
+}
+
+type poolEntry struct {
+	id, name string
+	client   *agent.Client
+}
+
+func (b *Backend) getPool() *pool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pool
+}
+
+// startPool starts the warm pool once, if docker.pool_size asks for one.
+func (b *Backend) startPool() {
+	if b.cfg.PoolSize <= 0 {
+		return
+	}
+	b.poolOnce.Do(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		p := &pool{b: b, size: b.cfg.PoolSize, changed: make(chan struct{}), kick: make(chan struct{}, 1),
+			cancel: cancel, done: make(chan struct{})}
+		b.pool = p
+		go p.run(ctx)
+	})
+}
+
+// Prewarm starts the warm pool (if docker.pool_size is set) and waits until it is full, ctx
+// ends, or a container cannot be made (its error is returned; the pool keeps retrying).
+func (b *Backend) Prewarm(ctx context.Context) error {
+	if b.cfg.PoolSize <= 0 {
+		return nil
+	}
+	if err := b.prepare(ctx); err != nil {
+		return err
+	}
+	b.startPool()
+	p := b.getPool()
+	if p == nil {
+		return fmt.Errorf("docker: prewarm: backend closed")
+	}
+	for {
+		p.mu.Lock()
+		n, ch, lastErr := len(p.ready), p.changed, p.lastErr
+		p.mu.Unlock()
+		if n >= p.size {
+			return nil
+		}
+		if lastErr != nil {
+			return lastErr
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker: prewarm: %d of %d containers ready: %w", n, p.size, ctx.Err())
+		case <-ch:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (p *pool) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *pool) run(ctx context.Context) {
+	defer close(p.done)
+	for {
+		p.emptyTrash(ctx)
+		var retry <-chan time.Time
+		for ctx.Err() == nil {
+			p.mu.Lock()
+			need := p.size - len(p.ready)
+			p.mu.Unlock()
+			if need <= 0 {
+				break
+			}
+			e, err := p.fill(ctx)
+			if err != nil {
+				p.mu.Lock()
+				p.lastErr = err
+				p.notifyLocked()
+				p.mu.Unlock()
+				p.failures++
+				wait := min(time.Duration(p.failures)*time.Second, 30*time.Second)
+				p.b.log.Warn("warm pool: cannot create a container; retrying", "err", err, "in", wait)
+				retry = time.After(wait)
+				break
+			}
+			p.failures = 0
+			p.mu.Lock()
+			p.lastErr = nil
+			p.ready = append(p.ready, e)
+			p.notifyLocked()
+			p.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+			// A claim just handed out a container: let the new session's first commands
+			// run before loading the engine (and two cores) with the replacement.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(refillDelay):
+			}
+		case <-retry:
+		}
+	}
+}
+
+// refillDelay is how long the pool waits after a claim before replacing the container.
+const refillDelay = 250 * time.Millisecond
+
+// fill creates one pool container with its helper. The work is not cut short by ctx, so a
+// half-made container is never lost; if the pool was closed meanwhile, it is removed.
+func (p *pool) fill(ctx context.Context) (*poolEntry, error) {
+	b := p.b
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := b.prepare(cctx); err != nil {
+		return nil, err
+	}
+	name := "hermes-pool-" + b.scope + "-" + randomID()
+	id, err := b.create(cctx, name, rolePool, "")
+	if err != nil {
+		return nil, err
+	}
+	client, err := b.startHelper(cctx, id, name)
+	if err != nil {
+		b.removeContainer(cctx, id, true)
+		return nil, err
+	}
+	// One command warms the helper (its first run saves the session state, starts threads),
+	// so the claiming session's first command costs what any later one does.
+	if _, err := client.Run(cctx, agent.RunRequest{Script: "true"}, nil, nil, nil); err != nil {
+		client.Close()
+		b.removeContainer(cctx, id, true)
+		return nil, err
+	}
+	e := &poolEntry{id: id, name: name, client: client}
+	if ctx.Err() != nil {
+		p.remove(cctx, e)
+		return nil, ctx.Err()
+	}
+	return e, nil
+}
+
+// claim renames a ready pool container to name and returns it, or nil when none is ready or
+// the name is taken.
+func (p *pool) claim(ctx context.Context, name string) *poolEntry {
+	for {
+		p.mu.Lock()
+		if p.closed || len(p.ready) == 0 {
+			p.mu.Unlock()
+			p.poke()
+			return nil
+		}
+		e := p.ready[0]
+		p.ready = p.ready[1:]
+		p.notifyLocked()
+		p.mu.Unlock()
+		p.poke()
+		select {
+		case <-e.client.Done():
+			p.discard(e)
+			continue
+		default:
+		}
+		err := p.b.cli.ContainerRename(ctx, e.id, name)
+		if err == nil {
+			return e
+		}
+		if cerrdefs.IsConflict(err) {
+			// The session's container exists after all: keep this one for someone else.
+			p.mu.Lock()
+			p.ready = append(p.ready, e)
+			p.notifyLocked()
+			p.mu.Unlock()
+			return nil
+		}
+		p.b.log.Debug("warm pool: claim failed", "container", e.name, "err", err)
+		p.discard(e)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (p *pool) discard(e *poolEntry) {
+	p.mu.Lock()
+	p.trash = append(p.trash, e)
+	p.mu.Unlock()
+	p.poke()
+}
+
+func (p *pool) emptyTrash(ctx context.Context) {
+	p.mu.Lock()
+	trash := p.trash
+	p.trash = nil
+	p.mu.Unlock()
+	for _, e := range trash {
+		cctx, cancel := cleanupContext(ctx)
+		p.remove(cctx, e)
+		cancel()
+	}
+}
+
+func (p *pool) remove(ctx context.Context, e *poolEntry) {
+	e.client.Close()
+	if err := p.b.removeContainer(ctx, e.id, true); err != nil {
+		p.b.log.Warn("warm pool: remove container", "container", e.name, "err", err)
+	}
+}
+
+// close stops the owner goroutine, waits for it, and removes every unclaimed container.
+func (p *pool) close() error {
+	p.cancel()
+	<-p.done
+	p.mu.Lock()
+	p.closed = true
+	left := append(p.ready, p.trash...)
+	p.ready, p.trash = nil, nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range left {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := cleanupContext(context.Background())
+			defer cancel()
+			p.remove(ctx, e)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// poolOwner identifies this process on this host, so `gc` can tell a live pool from a dead
+// process's leftovers.
+func poolOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%d", host, os.Getpid(), procStart(os.Getpid()))
+}
+
+// ownerAlive reports whether the process named by a pool owner label still runs here;
+// unknown (another host) is reported as alive=false, known=false.
+func ownerAlive(owner string) (alive, known bool) {
+	parts := strings.Split(owner, "/")
+	if len(parts) != 3 {
+		return false, false
+	}
+	host, _ := os.Hostname()
+	if parts[0] != host {
+		return false, false
+	}
+	pid, err1 := strconv.Atoi(parts[1])
+	start, err2 := strconv.ParseUint(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return false, false
+	}
+	return procStart(pid) == start && start != 0, true
+}
+
+// procStart is a process's start time in clock ticks since boot (0 if it does not exist).
+func procStart(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
+}

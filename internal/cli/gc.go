@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
+)
+
+func (a *app) gcCmd() *cobra.Command {
+	var dryRun, asJSON bool
+	var idle time.Duration
+	cmd := &cobra.Command{
+		Use:   "gc [--idle DURATION] [--dry-run] [--json]",
+		Short: "Remove idle docker sandboxes and leftovers",
+		Long: `Removes this state directory's docker session containers idle longer than
+docker.idle_timeout (default 30m) that run nothing beyond their init, warm-pool containers
+left by processes that are gone, and workspace volumes no container uses. A removed session
+starts fresh on its next command, which reports environment_recreated.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.dockerBackend()
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			rep, err := b.GC(cmd.Context(), docker.GCOptions{IdleTimeout: idle, DryRun: dryRun})
+			if asJSON {
+				if rep.Removed == nil {
+					rep.Removed = []docker.GCItem{}
+				}
+				if rep.Kept == nil {
+					rep.Kept = []docker.GCItem{}
+				}
+				if jerr := json.NewEncoder(a.stdout).Encode(rep); jerr != nil {
+					return jerr
+				}
+				return err
+			}
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			for _, it := range rep.Removed {
+				fmt.Fprintf(a.stdout, "%s %s %s: %s\n", verb, it.Kind, it.Name, it.Reason)
+			}
+			for _, it := range rep.Kept {
+				fmt.Fprintf(a.stdout, "kept %s %s: %s\n", it.Kind, it.Name, it.Reason)
+			}
+			if len(rep.Removed) == 0 {
+				fmt.Fprintln(a.stdout, "nothing to remove")
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be removed, remove nothing")
+	cmd.Flags().DurationVar(&idle, "idle", 0, "remove sessions idle longer than this (default docker.idle_timeout)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
