@@ -294,7 +294,9 @@ func (s *suite) waitNoLeftovers(t *testing.T, sess sandbox.Session, marker strin
 	}
 }
 
-func marker(tag string) string { return fmt.Sprintf("%d%03d", time.Now().UnixNano()%1_000_000, len(tag)) }
+func marker(tag string) string {
+	return fmt.Sprintf("%d%03d", time.Now().UnixNano()%1_000_000, len(tag))
+}
 
 func (s *suite) testTimeout(t *testing.T) {
 	sess := s.newSession(t)
