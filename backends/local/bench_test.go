@@ -49,3 +49,34 @@ func BenchmarkForkExecBaseline(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExecScript is the cost of a script that needs the shell (`:` is a builtin).
+func BenchmarkExecScript(b *testing.B) {
+	for _, shell := range []config.Shell{config.ShellSh, config.ShellBash} {
+		b.Run(string(shell), func(b *testing.B) {
+			cfg := config.NewConfig()
+			cfg.Terminal.Shell = shell
+			be, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			sess, err := be.Open(context.Background(), "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sess.Close()
+			ctx := context.Background()
+			for i := 0; i < 5; i++ {
+				sess.Exec(ctx, sandbox.Command{Script: ":"})
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := sess.Exec(ctx, sandbox.Command{Script: ":"})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}

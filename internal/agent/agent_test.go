@@ -100,3 +100,42 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Errorf("payload of %d bytes came back as %d", len(big), len(got))
 	}
 }
+
+func TestSimpleCommand(t *testing.T) {
+	tests := []struct {
+		script string
+		argv   []string
+	}{
+		{"true", []string{"true"}},
+		{"ls -la /tmp", []string{"ls", "-la", "/tmp"}},
+		{`git commit -m 'a message' "with quotes"`, []string{"git", "commit", "-m", "a message", "with quotes"}},
+		{"python3 -m pytest -q", []string{"python3", "-m", "pytest", "-q"}},
+		{"cd /tmp", nil},
+		{"echo hi", nil},
+		{"pwd", nil},
+		{"ls *.go", nil},
+		{"ls ~", nil},
+		{"ls $HOME", nil},
+		{"X=1 env", nil},
+		{"ls > out", nil},
+		{"ls; ls", nil},
+		{"ls && ls", nil},
+		{"ls | cat", nil},
+		{"ls &", nil},
+		{"! ls", nil},
+		{"ls {a,b}", nil},
+		{`ls "$x"`, nil},
+		{`ls a\ b`, nil},
+		{"ls # comment", nil},
+		{"if true; then ls; fi", nil},
+		{"export X=1", nil},
+		{"f", nil}, // an exported bash function below
+	}
+	env := []string{"PATH=/usr/bin:/bin", "BASH_FUNC_f%%=() {  echo fn\n}"}
+	for _, tt := range tests {
+		argv, ok := simpleCommand(tt.script, env)
+		if ok != (tt.argv != nil) || strings.Join(argv, "\x00") != strings.Join(tt.argv, "\x00") {
+			t.Errorf("simpleCommand(%q) = %q, %v; want %q", tt.script, argv, ok, tt.argv)
+		}
+	}
+}

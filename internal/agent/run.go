@@ -95,6 +95,15 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 		env = append(env, k+"="+string(v))
 	}
 	p := &prepared{cwd: cwd, env: env}
+	if req.Script != "" && len(req.Argv) == 0 {
+		if argv, ok := simpleCommand(string(req.Script), env); ok {
+			if path, err := lookPath(argv[0], envGet(env, "PATH"), cwd); err == nil {
+				p.argv = append([]string{path}, argv[1:]...)
+				return p, nil
+			}
+			// Not found, or not executable: the shell says so in its own words.
+		}
+	}
 	switch {
 	case req.Script != "" && len(req.Argv) > 0:
 		return nil, fmt.Errorf("both script and argv given: %w", errInvalid)
@@ -275,8 +284,10 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 	ex.Cwd = p.cwd
 	if p.stateF != "" {
 		if b, err := os.ReadFile(p.stateF); err == nil {
-			if cwd, env, err := parseTrapState(b); err == nil {
-				if err := s.state.update(cwd, env, fromBytesMap(req.Env)); err != nil {
+			if s.state.unchanged(b) {
+				ex.Cwd, _ = s.state.snapshot()
+			} else if cwd, env, err := parseTrapState(b); err == nil {
+				if err := s.state.update(b, cwd, env, fromBytesMap(req.Env)); err != nil {
 					_ = s.out.write(tStderr, rn.id, []byte("hermes: "+err.Error()+"\n"))
 				}
 				ex.Cwd = cwd

@@ -25,6 +25,9 @@ type sessionState struct {
 	env   map[string]string
 	known []string
 	fresh bool
+	// lastRaw is the last exit-trap output applied; the same output again changes nothing,
+	// which spares the parse and the save for most scripts.
+	lastRaw []byte
 }
 
 type savedState struct {
@@ -102,6 +105,13 @@ func expandHome(p string, env map[string]string) string {
 	return p
 }
 
+// unchanged reports whether raw is the trap output applied last time.
+func (st *sessionState) unchanged(raw []byte) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.lastRaw != nil && bytes.Equal(raw, st.lastRaw)
+}
+
 func (st *sessionState) snapshot() (string, []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -141,9 +151,14 @@ func (st *sessionState) save() error {
 
 // update applies what a script's exit trap reported. keep names variables the command was
 // given for itself only: they are not carried over unless the script changed them.
-func (st *sessionState) update(cwd string, env map[string]string, perCommand map[string]string) error {
+func (st *sessionState) update(raw []byte, cwd string, env map[string]string, perCommand map[string]string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if len(perCommand) == 0 {
+		st.lastRaw = raw
+	} else {
+		st.lastRaw = nil
+	}
 	for k, v := range perCommand {
 		if env[k] == v {
 			if old, ok := st.env[k]; ok {
