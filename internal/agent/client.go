@@ -16,6 +16,10 @@ import (
 // helper can be started.
 var ErrConnLost = errors.New("connection to the sandbox helper lost")
 
+// ErrNotSent marks a failure before the request reached the helper: nothing ran, so the
+// caller may retry on a new connection. It always comes together with ErrConnLost.
+var ErrNotSent = errors.New("request not sent")
+
 // Client talks to one helper over one stream. It is safe for concurrent use.
 type Client struct {
 	w     *frameWriter
@@ -228,11 +232,11 @@ func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdou
 	p := &pending{stdout: stdout, stderr: stderr}
 	id, err := c.register(p)
 	if err != nil {
-		return ExitInfo{}, err
+		return ExitInfo{}, errors.Join(ErrNotSent, err)
 	}
 	if err := c.sendJSON(tRun, id, req); err != nil {
 		c.unregister(id)
-		return ExitInfo{}, err
+		return ExitInfo{}, errors.Join(ErrNotSent, err)
 	}
 	stopStdin := make(chan struct{})
 	defer close(stopStdin)
@@ -328,11 +332,11 @@ func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Wri
 	p := &pending{data: data}
 	id, err := c.register(p)
 	if err != nil {
-		return err
+		return errors.Join(ErrNotSent, err)
 	}
 	if err := c.sendJSON(tCall, id, req); err != nil {
 		c.unregister(id)
-		return err
+		return errors.Join(ErrNotSent, err)
 	}
 	if upload != nil {
 		buf := make([]byte, 256<<10)

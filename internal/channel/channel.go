@@ -162,6 +162,14 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		req.TimeoutMS = 1
 	}
 	ex, err := client.Run(ctx, req, cmd.Stdin, stdout, stderr)
+	if errors.Is(err, agent.ErrNotSent) {
+		// The stream was already dead and nothing ran: start a new helper and try once more.
+		s.drop(client)
+		if client, err = s.Client(ctx); err != nil {
+			return nil, s.wrap("exec", err)
+		}
+		ex, err = client.Run(ctx, req, cmd.Stdin, stdout, stderr)
+	}
 	if err != nil {
 		if errors.Is(err, agent.ErrConnLost) {
 			return nil, s.wrap("exec", fmt.Errorf("%w (the sandbox may have stopped; the next command starts a new helper)", err))
@@ -206,7 +214,25 @@ func (s *Session) call(ctx context.Context, op string, req agent.CallRequest, ou
 	if err != nil {
 		return s.wrap(op, err)
 	}
-	return s.wrap(op, client.Call(ctx, req, out, data, upload))
+	err = client.Call(ctx, req, out, data, upload)
+	if errors.Is(err, agent.ErrNotSent) && upload == nil {
+		s.drop(client)
+		if client, err = s.Client(ctx); err != nil {
+			return s.wrap(op, err)
+		}
+		err = client.Call(ctx, req, out, data, upload)
+	}
+	return s.wrap(op, err)
+}
+
+// drop forgets a client whose stream is dead, so the next use starts a new helper.
+func (s *Session) drop(c *agent.Client) {
+	s.mu.Lock()
+	if s.client == c {
+		s.client = nil
+	}
+	s.mu.Unlock()
+	c.Close()
 }
 
 // ReadFile reads up to limit bytes (0 = all) from offset.
