@@ -14,8 +14,14 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// BenchmarkExecTrue is the per-command cost of `true` in a warm local session.
-func BenchmarkExecTrue(b *testing.B) {
+// BenchmarkExecTrue is the per-command cost of `true` in a warm local session: a plain
+// command, which the helper runs without a shell.
+func BenchmarkExecTrue(b *testing.B) { benchScript(b, "true") }
+
+// BenchmarkExecScript is the cost of a script that needs the shell (`:` is a builtin).
+func BenchmarkExecScript(b *testing.B) { benchScript(b, ":") }
+
+func benchScript(b *testing.B, script string) {
 	for _, shell := range []config.Shell{config.ShellSh, config.ShellBash} {
 		b.Run(string(shell), func(b *testing.B) {
 			cfg := config.NewConfig()
@@ -32,11 +38,11 @@ func BenchmarkExecTrue(b *testing.B) {
 			defer sess.Close()
 			ctx := context.Background()
 			for i := 0; i < 5; i++ {
-				sess.Exec(ctx, sandbox.Command{Script: "true"})
+				sess.Exec(ctx, sandbox.Command{Script: script})
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				res, err := sess.Exec(ctx, sandbox.Command{Script: "true"})
+				res, err := sess.Exec(ctx, sandbox.Command{Script: script})
 				if err != nil || res.ExitCode != 0 {
 					b.Fatal(res, err)
 				}
@@ -51,37 +57,6 @@ func BenchmarkForkExecBaseline(b *testing.B) {
 		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkExecScript is the cost of a script that needs the shell (`:` is a builtin).
-func BenchmarkExecScript(b *testing.B) {
-	for _, shell := range []config.Shell{config.ShellSh, config.ShellBash} {
-		b.Run(string(shell), func(b *testing.B) {
-			cfg := config.NewConfig()
-			cfg.Terminal.Shell = shell
-			be, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer be.Close()
-			sess, err := be.Open(context.Background(), "bench")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sess.Close()
-			ctx := context.Background()
-			for i := 0; i < 5; i++ {
-				sess.Exec(ctx, sandbox.Command{Script: ":"})
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				res, err := sess.Exec(ctx, sandbox.Command{Script: ":"})
-				if err != nil || res.ExitCode != 0 {
-					b.Fatal(res, err)
-				}
-			}
-		})
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/proctree"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -231,7 +232,7 @@ func (d *testSSHD) killAll() {
 	if cmd == nil || cmd.Process == nil {
 		return
 	}
-	pids := append(descendantsOf(cmd.Process.Pid), cmd.Process.Pid)
+	pids := append(proctree.Descendants(cmd.Process.Pid), cmd.Process.Pid)
 	for _, p := range pids {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
@@ -254,43 +255,6 @@ func (d *testSSHD) restart(newHostKey bool) {
 		}
 	}
 	d.t.Fatalf("sshd did not restart on port %d:\n%s", d.port, d.logText())
-}
-
-// descendantsOf lists pid's descendants from /proc.
-func descendantsOf(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
 }
 
 // config returns a configuration that reaches this server.

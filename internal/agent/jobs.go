@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/proctree"
 )
 
 // Background jobs live in StateDir/jobs/ID: meta.json, stdout, stderr, cursor.json and, once
@@ -282,7 +284,7 @@ func (s *Server) jobKill(jid string) (*JobInfo, error) {
 		return nil, err
 	}
 	if info.Running {
-		killTree(info.PID)
+		proctree.Kill(info.PID)
 		// Wait (bounded) for the supervisor to go, then record the kill.
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) && unix.Kill(info.PID, 0) == nil && procStartTicks(info.PID) == info.StartTime {

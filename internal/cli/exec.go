@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -116,20 +115,11 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Timeout = cfg.Terminal.Timeout
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
-	b, err := a.openGuarded(ctx, cfg)
+	ctx, b, sess, done, err := a.openSession(ctx, cfg, f.session)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	if ap, done := terminalApprover(); ap != nil {
-		defer done()
-		ctx = gate.WithApprover(ctx, ap)
-	}
-	sess, err := b.Open(ctx, f.session)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
+	defer done()
 
 	if f.background {
 		jr, ok := sess.(sandbox.JobRunner)

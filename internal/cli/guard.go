@@ -32,6 +32,32 @@ func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Back
 	return gate.Wrap(b, opts), nil
 }
 
+// openSession opens the named session behind the gate, with the terminal approver (if there
+// is a terminal) attached to the returned context. done releases everything.
+func (a *app) openSession(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
+	b, err := a.openGuarded(ctx, cfg)
+	if err != nil {
+		return ctx, nil, nil, nil, err
+	}
+	release := []func(){func() { b.Close() }}
+	done := func() {
+		for i := len(release) - 1; i >= 0; i-- {
+			release[i]()
+		}
+	}
+	if ap, closeTTY := terminalApprover(); ap != nil {
+		release = append(release, closeTTY)
+		ctx = gate.WithApprover(ctx, ap)
+	}
+	sess, err := b.Open(ctx, name)
+	if err != nil {
+		done()
+		return ctx, nil, nil, nil, err
+	}
+	release = append(release, func() { sess.Close() })
+	return ctx, b, sess, done, nil
+}
+
 // gateOptions derives the gate's settings from the configuration.
 func (a *app) gateOptions(cfg *config.Config, backend string) (gate.Options, error) {
 	auditPath := a.expandHome(cfg.Audit.LogDestination)

@@ -25,16 +25,11 @@ func (a *app) jobsCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		b, err := a.openGuarded(ctx, cfg)
+		_, b, sess, done, err := a.openSession(ctx, cfg, session)
 		if err != nil {
 			return err
 		}
-		defer b.Close()
-		sess, err := b.Open(ctx, session)
-		if err != nil {
-			return err
-		}
-		defer sess.Close()
+		defer done()
 		jr, ok := sess.(sandbox.JobRunner)
 		if !ok || !b.Capabilities().Jobs {
 			return fmt.Errorf("the %s backend has no background jobs: %w", b.Name(), sandbox.ErrUnsupported)

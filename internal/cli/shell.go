@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -29,20 +28,11 @@ is run as one script in the session instead.`,
 			if err != nil {
 				return err
 			}
-			b, err := a.openGuarded(ctx, cfg)
+			ctx, b, sess, done, err := a.openSession(ctx, cfg, session)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			if ap, done := terminalApprover(); ap != nil {
-				defer done()
-				ctx = gate.WithApprover(ctx, ap)
-			}
-			sess, err := b.Open(ctx, session)
-			if err != nil {
-				return err
-			}
-			defer sess.Close()
+			defer done()
 			in, isFile := a.stdin.(*os.File)
 			if !isFile || !term.IsTerminal(int(in.Fd())) {
 				script, err := io.ReadAll(a.stdin)
