@@ -78,9 +78,7 @@ func (a *app) gateOptions(cfg *config.Config, backend string) (gate.Options, err
 		SaveAlways: func(desc string) error {
 			list := append(append([]string(nil), cfg.Approvals.CommandAllowlist...), desc)
 			for i := range list {
-				if strings.ContainsAny(list[i], ",[]") {
-					list[i] = fmt.Sprintf("%q", list[i])
-				}
+				list[i] = fmt.Sprintf("%q", list[i]) // a YAML double-quoted scalar
 			}
 			return config.Set(a.configPath(), "approvals.command_allowlist", "["+strings.Join(list, ", ")+"]")
 		},

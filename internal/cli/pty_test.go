@@ -110,3 +110,26 @@ func TestManualApprovalPromptsOnTheTerminal(t *testing.T) {
 		t.Errorf("no terminal: exit %d, %q; want 126 and how to allow it", code, errOut)
 	}
 }
+
+func TestApproveAlwaysPersistsTheAllowlist(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	script := "cd " + t.TempDir() + " && git reset --hard 2>/dev/null; echo ran"
+	out, code := ptyRun(t, e, "Allow?", "a\n", "exec", "-c", script)
+	if code != 0 || !strings.Contains(out, "ran") {
+		t.Fatalf("approved always: exit %d, output %q", code, out)
+	}
+	list := e.mustRun("config", "get", "approvals.command_allowlist")
+	if !strings.Contains(list, "reset") {
+		t.Errorf("command_allowlist after 'always' = %q; want the finding's description", list)
+	}
+	// The same finding no longer needs anyone, even without a terminal…
+	// (it runs, and git fails outside a repository: anything but the gate's 126)
+	if code, out, errOut := e.run("", "exec", "-c", "git reset --hard"); code == 126 || strings.Contains(errOut, "refused") {
+		t.Errorf("allowlisted command: exit %d %q %q", code, out, errOut)
+	}
+	// …but a compound command never rides on the allowlist.
+	if code, _, _ := e.run("", "exec", "-c", script); code != 126 {
+		t.Errorf("compound command with an allowlisted part: exit %d; want 126", code)
+	}
+}
