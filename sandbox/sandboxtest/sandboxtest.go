@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -66,6 +68,7 @@ func Run(t *testing.T, opts Options) {
 	t.Run("Jobs", s.testJobs)
 	t.Run("SessionManager", s.testSessionManager)
 	t.Run("CapabilityHonesty", s.testCapabilities)
+	t.Run("GateHoldsInEveryMode", s.testGate)
 }
 
 var sessionSeq struct {
@@ -685,5 +688,31 @@ func (s *suite) testCapabilities(t *testing.T) {
 	}
 	if s.b.Name() == "" {
 		t.Errorf("Name() is empty")
+	}
+}
+
+// testGate checks that the gate in front of this backend refuses hardline commands in every
+// approval mode, and that the sandbox is untouched and still answers afterwards.
+func (s *suite) testGate(t *testing.T) {
+	sess := s.newSession(t)
+	witness := s.opts.Scratch + "/hermes-gate-witness"
+	s.sh(t, sess, "touch "+witness)
+	for _, mode := range []config.ApprovalMode{config.ApprovalManual, config.ApprovalDeny, config.ApprovalOff} {
+		g := gate.Wrap(s.b, gate.Options{Mode: mode, Tools: config.NewConfig().Tools})
+		gs, err := g.Open(s.ctx(t), sess.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"rm -rf --no-preserve-root /", "rm -rf " + s.opts.Scratch + "/../*", ":(){ :|:& };:"} {
+			_, err := gs.Exec(s.ctx(t), sandbox.Command{Script: cmd})
+			var re *gate.RefusedError
+			if !errors.As(err, &re) || re.Reason != "hardline" {
+				t.Errorf("mode %s: Exec(%q) error = %v; want a hardline refusal", mode, cmd, err)
+			}
+		}
+		gs.Close() // the gated backend itself is not closed: it would close the suite's backend
+	}
+	if res := s.sh(t, sess, "ls "+witness); res.ExitCode != 0 {
+		t.Errorf("the sandbox was harmed: %s is gone", witness)
 	}
 }
