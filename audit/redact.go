@@ -42,6 +42,22 @@ var tokenPatterns = []struct {
 // AWS key ids, PEM private keys, GitHub tokens, sk- keys, URL passwords and
 // password=/token= assignments. It is safe for concurrent use.
 func NewRedactor(secrets []string) func(string) string {
+	exact := NewExactRedactor(secrets)
+	return func(s string) string {
+		if s == "" {
+			return s
+		}
+		s = exact(s)
+		for _, p := range tokenPatterns {
+			s = p.re.ReplaceAllString(s, p.repl)
+		}
+		return s
+	}
+}
+
+// NewExactRedactor replaces only the given secret values (at least minSecretLen long), without
+// the generic token patterns: for command output, where a pattern could mangle real data.
+func NewExactRedactor(secrets []string) func(string) string {
 	var olds []string
 	for _, s := range secrets {
 		if s = strings.TrimSpace(s); len(s) >= minSecretLen && s != Redacted {
@@ -52,24 +68,12 @@ func NewRedactor(secrets []string) func(string) string {
 		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
 	})
 	olds = slices.Compact(olds)
-	var exact *strings.Replacer
-	if len(olds) > 0 {
-		pairs := make([]string, 0, 2*len(olds))
-		for _, s := range olds {
-			pairs = append(pairs, s, Redacted)
-		}
-		exact = strings.NewReplacer(pairs...)
+	if len(olds) == 0 {
+		return func(s string) string { return s }
 	}
-	return func(s string) string {
-		if s == "" {
-			return s
-		}
-		if exact != nil {
-			s = exact.Replace(s)
-		}
-		for _, p := range tokenPatterns {
-			s = p.re.ReplaceAllString(s, p.repl)
-		}
-		return s
+	pairs := make([]string, 0, 2*len(olds))
+	for _, s := range olds {
+		pairs = append(pairs, s, Redacted)
 	}
+	return strings.NewReplacer(pairs...).Replace
 }

@@ -34,8 +34,11 @@ type Options struct {
 	// Audit receives one record per attempted call, refused ones included; nil = none.
 	Audit audit.Sink
 	// Store keeps per-session approvals and call counts across processes; nil = memory only.
-	Store  *Store
-	Logger *slog.Logger
+	Store *Store
+	// RedactOutput, if set, is applied to output returned to the caller (results and job
+	// output), so known secret values never reach the agent.
+	RedactOutput func(string) string
+	Logger       *slog.Logger
 }
 
 // Wrap returns a backend whose sessions pass every call through the gate.

@@ -48,6 +48,9 @@ func newEnv(t *testing.T, mutate func(*gate.Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.NewConfig()
+	// Sessions start in a scratch directory: some tests run git commands that must never
+	// touch the repository the tests run from.
+	cfg.Terminal.Cwd = dir
 	lb, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: filepath.Join(dir, "state"),
 		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
 	if err != nil {
@@ -321,4 +324,16 @@ func TestFileWriteToProtectedPathIsHardline(t *testing.T) {
 	fs := e.session(t).(sandbox.FileSystem)
 	err := fs.WriteFile(context.Background(), "/root/.config/hermes-sandbox/config.yaml", []byte("approvals: {mode: off}"), 0o600)
 	refusal(t, err, "hardline")
+}
+
+func TestSecretsRedactedFromOutput(t *testing.T) {
+	secret := "s3cr3t-token-value"
+	e := newEnv(t, func(o *gate.Options) { o.RedactOutput = audit.NewExactRedactor([]string{secret}) })
+	res, err := e.session(t).Exec(context.Background(), sandbox.Command{Script: "echo " + secret + "; echo " + secret + " >&2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Stdout+res.Stderr, secret) || !strings.Contains(res.Stdout, "***") {
+		t.Errorf("output = %q / %q; want the secret replaced by ***", res.Stdout, res.Stderr)
+	}
 }

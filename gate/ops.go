@@ -72,7 +72,18 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	}
 	res, err := s.inner.Exec(ctx, cmd)
 	s.record(ctx, c, res, err)
+	if res != nil && s.b.opts.RedactOutput != nil {
+		res.Stdout, res.Stderr = s.b.opts.RedactOutput(res.Stdout), s.b.opts.RedactOutput(res.Stderr)
+	}
 	return res, err
+}
+
+// redactJob hides secrets in job output.
+func (s *Session) redactJob(o sandbox.JobOutput) sandbox.JobOutput {
+	if s.b.opts.RedactOutput != nil {
+		o.Stdout, o.Stderr = s.b.opts.RedactOutput(o.Stdout), s.b.opts.RedactOutput(o.Stderr)
+	}
+	return o
 }
 
 func (s *Session) jobs() (sandbox.JobRunner, error) {
@@ -124,13 +135,13 @@ func (s *Session) Jobs(ctx context.Context) (out []sandbox.JobStatus, err error)
 // PollJob returns a job's new output.
 func (s *Session) PollJob(ctx context.Context, id string) (out sandbox.JobOutput, err error) {
 	err = s.jobCall(ctx, "poll", id, func(jr sandbox.JobRunner) (e error) { out, e = jr.PollJob(ctx, id); return })
-	return
+	return s.redactJob(out), err
 }
 
 // WaitJob waits for a job.
 func (s *Session) WaitJob(ctx context.Context, id string) (out sandbox.JobOutput, err error) {
 	err = s.jobCall(ctx, "wait", id, func(jr sandbox.JobRunner) (e error) { out, e = jr.WaitJob(ctx, id); return })
-	return
+	return s.redactJob(out), err
 }
 
 // KillJob kills a job.

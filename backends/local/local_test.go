@@ -14,6 +14,7 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend {
 			cfg := config.NewConfig()
+			cfg.Terminal.Cwd = state
 			b, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: state,
 				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state, "SECRET_TOKEN=nope"}})
 			if err != nil {

@@ -24,6 +24,8 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, dir: dir, environ: []string{
 		"HOME=" + dir, "PATH=/usr/local/bin:/usr/bin:/bin",
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
+		// Sessions start here, never in the repository the tests run from.
+		"HERMES_SANDBOX_TERMINAL_CWD=" + dir,
 	}}
 	return e
 }

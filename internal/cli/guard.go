@@ -75,6 +75,7 @@ func (a *app) gateOptions(cfg *config.Config, backend string) (gate.Options, err
 		Tools:        cfg.Tools,
 		MaxToolCalls: cfg.Loop.MaxToolCalls,
 		Store:        gate.NewStore(filepath.Join(cfg.StateDir(), "gate")),
+		RedactOutput: audit.NewExactRedactor(a.secrets(cfg)),
 		SaveAlways: func(desc string) error {
 			list := append(append([]string(nil), cfg.Approvals.CommandAllowlist...), desc)
 			for i := range list {
