@@ -321,3 +321,19 @@ func TestAuditRecordsEveryExecAndVerifies(t *testing.T) {
 		t.Errorf("verify after an edit = %d %q; want failure naming record 1", code, out)
 	}
 }
+
+func TestSetupInteractiveFromLines(t *testing.T) {
+	e := newEnv(t)
+	// Without a terminal the wizard reads answers line by line: the backend, then the
+	// working directory question for local (empty keeps the default).
+	code, out, errOut := e.run("local\n\n", "setup")
+	if code != 0 || !strings.Contains(out, "Recommended backend:") || !strings.Contains(out, "OK: local works") {
+		t.Fatalf("setup = %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "no isolation") {
+		t.Errorf("setup did not warn that local has no isolation:\n%s", out)
+	}
+	if got := e.mustRun("config", "get", "sandbox"); got != "local\n" {
+		t.Errorf("backend after setup = %q", got)
+	}
+}
