@@ -284,13 +284,15 @@ func allowHint(fs []policy.Finding) string {
 func (s *Session) count() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.b.opts.MaxToolCalls > 0 && s.calls >= s.b.opts.MaxToolCalls {
-		s.calls++
+	limited := s.b.opts.MaxToolCalls > 0
+	s.calls++
+	if limited {
+		// Only a cap makes the count worth a write per call.
 		s.save()
+	}
+	if limited && s.calls > s.b.opts.MaxToolCalls {
 		return errors.New("call limit")
 	}
-	s.calls++
-	s.save()
 	return nil
 }
 
