@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -301,8 +300,6 @@ func (s *Server) jobKill(jid string) (*JobInfo, error) {
 	}
 	return info, nil
 }
-
-var _ = io.EOF
 
 // KillJobs kills every running background job recorded under stateDir. Removing a session
 // calls it so that nothing of the session is left running.

@@ -3,10 +3,8 @@ package agent
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -378,10 +376,3 @@ func isExecutable(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// jsonReply marshals v for a reply frame.
-func jsonReply(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
-}
-
-var _ io.Writer = (*os.File)(nil)

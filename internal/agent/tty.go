@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -81,5 +80,3 @@ func (rn *run) resize(rows, cols uint16) {
 		_ = pty.Setsize(rn.pty, &pty.Winsize{Rows: rows, Cols: cols})
 	}
 }
-
-var _ = os.Stdin

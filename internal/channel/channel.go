@@ -12,8 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
-	"path"
 	"sync"
 	"time"
 
@@ -343,8 +341,6 @@ var (
 	_ sandbox.Session    = (*Session)(nil)
 	_ sandbox.JobRunner  = (*Session)(nil)
 	_ sandbox.FileSystem = (*Session)(nil)
-	_                    = os.Getpid
-	_                    = path.Clean
 )
 
 // Shell runs an interactive shell on a pseudo-terminal inside the sandbox.
