@@ -44,10 +44,11 @@ type run struct {
 	stdin   *os.File
 	stdinMu sync.Mutex
 
-	pty      *os.File // set for terminal sessions
-	killOnce sync.Once
-	reason   string
-	reasonMu sync.Mutex
+	pty *os.File // set for terminal sessions
+
+	mu     sync.Mutex
+	reason string // why it was killed, if it was
+	exited bool   // the main process is gone: its pid may be reused, so kill must not act
 }
 
 func randomHex(n int) string {
@@ -236,20 +237,14 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 	if req.TimeoutMS > 0 {
 		timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() { rn.kill(reasonTimeout) })
 	}
-	// Wait without reaping, so the process group id cannot be reused while we clean up.
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, rn.proc.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	rn.waitExit()
 	if timer != nil {
 		timer.Stop()
 	}
 	// Whatever the command left in its process group dies with it: a finished command leaves
 	// nothing running (background jobs are the way to keep a process).
 	_ = unix.Kill(-rn.proc.Pid, unix.SIGKILL)
+	reason := rn.markExited()
 	ps, _ := rn.proc.Wait()
 	rn.closeStdin()
 
@@ -272,14 +267,12 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 			ex.Code = ps.ExitCode()
 		}
 	}
-	rn.reasonMu.Lock()
-	switch rn.reason {
+	switch reason {
 	case reasonTimeout:
 		ex.Code, ex.TimedOut = 124, true
 	case reasonInterrupt:
 		ex.Code, ex.Interrupted = 130, true
 	}
-	rn.reasonMu.Unlock()
 
 	ex.Cwd = p.cwd
 	if p.stateF != "" {
@@ -329,12 +322,34 @@ func (rn *run) closeStdin() {
 
 // kill ends the command's whole process tree; the first reason given wins.
 func (rn *run) kill(reason string) {
-	rn.killOnce.Do(func() {
-		rn.reasonMu.Lock()
-		rn.reason = reason
-		rn.reasonMu.Unlock()
-		proctree.Kill(rn.proc.Pid)
-	})
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.exited || rn.reason != "" {
+		return
+	}
+	rn.reason = reason
+	proctree.Kill(rn.proc.Pid)
+}
+
+// waitExit waits until the main process has exited, without reaping it, so its pid and
+// process group cannot be reused while the rest of the group is killed.
+func (rn *run) waitExit() {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, rn.proc.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// markExited is called just before the main process is reaped; it returns why the command
+// was killed, if it was.
+func (rn *run) markExited() string {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.exited = true
+	return rn.reason
 }
 
 // lookPath finds a program like a shell does: a name with a slash is taken as a path

@@ -51,6 +51,8 @@ func (s *Server) startTTY(id uint32, req RunRequest) {
 				}
 			}
 		}()
+		rn.waitExit()
+		reason := rn.markExited()
 		_ = cmd.Wait()
 		// Let the last output drain, then close the terminal.
 		ptmx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
@@ -66,11 +68,9 @@ func (s *Server) startTTY(id uint32, req RunRequest) {
 		if ex.Code < 0 {
 			ex.Code = 128 + int(syscall.SIGKILL)
 		}
-		rn.reasonMu.Lock()
-		if rn.reason == reasonInterrupt {
+		if reason == reasonInterrupt {
 			ex.Code, ex.Interrupted = 130, true
 		}
-		rn.reasonMu.Unlock()
 		_ = s.send(tExit, id, ex)
 	})
 }
