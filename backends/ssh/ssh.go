@@ -204,6 +204,12 @@ func (b *Backend) start(ctx context.Context, h *host, name string) (*agent.Clien
 		}
 		c, err := b.startHelper(ctx, h, name, p)
 		if err == nil {
+			// terminal.env_passthrough values travel inside the protocol, never on the
+			// remote command line and without depending on the server's AcceptEnv.
+			if err := c.SeedEnv(ctx, b.passthrough()); err != nil {
+				c.Close()
+				return nil, p, fmt.Errorf("pass environment to the helper: %w", err)
+			}
 			return c, p, nil
 		}
 		var hse *helperStartError
@@ -323,3 +329,14 @@ var (
 	_ sandbox.Baseliner      = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
 )
+
+// passthrough returns the caller's values of the names in terminal.env_passthrough.
+func (b *Backend) passthrough() map[string]string {
+	env := map[string]string{}
+	for _, name := range b.fo.Config.Terminal.EnvPassthrough {
+		if v, ok := b.fo.Getenv(name); ok {
+			env[name] = v
+		}
+	}
+	return env
+}

@@ -384,3 +384,11 @@ func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Wri
 	}
 	return nil
 }
+
+// SeedEnv sends passed-through variables to the helper (see seed_env).
+func (c *Client) SeedEnv(ctx context.Context, env map[string]string) error {
+	if len(env) == 0 {
+		return nil
+	}
+	return c.Call(ctx, CallRequest{Op: opSeedEnv, Env: toBytesMap(env)}, nil, nil, nil)
+}

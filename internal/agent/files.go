@@ -40,6 +40,12 @@ func (s *Server) call(id uint32, req CallRequest) {
 	switch req.Op {
 	case opPing:
 		_ = s.out.write(tReply, id, []byte("{}"))
+	case opSeedEnv:
+		if err := s.state.seed(fromBytesMap(req.Env)); err != nil {
+			s.sendErrFrom(id, err)
+			return
+		}
+		_ = s.out.write(tReply, id, []byte("{}"))
 	case opState:
 		cwd, env := s.state.snapshot()
 		_ = s.send(tReply, id, savedState{Cwd: Bytes(cwd), Env: toBytesMap(envMap(env))})

@@ -224,6 +224,8 @@ type CallRequest struct {
 	Run *RunRequest `json:"run,omitempty"`
 	// WaitMS bounds job_wait on the helper side.
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// Env is for seed_env: variables passed through from the caller's host.
+	Env map[string]Bytes `json:"env,omitempty"`
 }
 
 // Call operations.
@@ -238,6 +240,9 @@ const (
 	opJobKill   = "job_kill"
 	opState     = "state"
 	opPing      = "ping"
+	// opSeedEnv adds passed-through variables the session has never had, without putting
+	// their values on a command line (for helpers started where the environment cannot be set).
+	opSeedEnv = "seed_env"
 )
 
 // Bytes is a string that crosses the wire unchanged even when it is not valid UTF-8 (JSON

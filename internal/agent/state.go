@@ -105,6 +105,29 @@ func expandHome(p string, env map[string]string) string {
 	return p
 }
 
+// seed adds variables whose names the session has never been given, as a new passthrough
+// name would be at start-up; a name the session knows (and perhaps unset) is left alone.
+func (st *sessionState) seed(env map[string]string) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	changed := false
+	for k, v := range env {
+		if k == "" || slices.Contains(st.known, k) {
+			continue
+		}
+		st.known = append(st.known, k)
+		if _, set := st.env[k]; !set {
+			st.env[k] = v
+		}
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	st.lastRaw = nil
+	return st.save()
+}
+
 // unchanged reports whether raw is the trap output applied last time.
 func (st *sessionState) unchanged(raw []byte) bool {
 	st.mu.Lock()
