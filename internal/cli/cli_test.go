@@ -337,3 +337,16 @@ func TestSetupInteractiveFromLines(t *testing.T) {
 		t.Errorf("backend after setup = %q", got)
 	}
 }
+
+func TestExecJSONOnRefusal(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	code, out, _ := e.run("", "exec", "--json", "-c", "rm -rf /")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json on a refusal printed %q: %v", out, err)
+	}
+	if code != 126 || res["exit_code"] != 126.0 || !strings.Contains(res["stderr"].(string), "hardline") {
+		t.Errorf("refusal with --json: exit %d, %s", code, out)
+	}
+}

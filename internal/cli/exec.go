@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -144,6 +145,12 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Stdin = a.stdin
 	}
 	res, err := sess.Exec(ctx, c)
+	var refused *gate.RefusedError
+	if f.json && errors.As(err, &refused) {
+		// Tools reading --json get a result for a refusal too: exit 126 and the reason.
+		res = &sandbox.Result{ExitCode: refused.ExitCode(), Stderr: refused.Error() + "\n"}
+		err = nil
+	}
 	if res == nil {
 		return err
 	}
