@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,7 +91,7 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 	for _, name := range sandbox.BuiltinNames {
 		r := backendReport{Backend: name, Selected: name == selected}
 		if !a.registry.Has(name) {
-			r.Problem = "not built into this version of hermes-sandbox"
+			r.Problem = "not built into this version of hermes-sandbox yet; use one of: " + strings.Join(a.registry.Names(), ", ")
 			out = append(out, r)
 			continue
 		}
