@@ -80,6 +80,16 @@ func (a *analyzer) toolExec(c *call) {
 	if c.name == "go" {
 		a.goRun(c)
 	}
+	if c.name == "npx" {
+		for k, f := range args {
+			if !strings.HasPrefix(f.s, "-") {
+				if cmdBase(f.s) == "prisma" && frameworkDBDestroy("prisma", args[k+1:]) {
+					a.add(ruleDatabase)
+				}
+				break
+			}
+		}
+	}
 	a.generic(c)
 }
 

@@ -320,10 +320,12 @@ func dispatch(name string) handler {
 	// version control and data stores
 	case "git":
 		return (*analyzer).git
-	case "psql", "mysql", "sqlite3", "duckdb", "sqlcmd", "clickhouse-client", "clickhouse", "cockroach", "snowsql", "bq":
+	case "psql", "mysql", "sqlite3", "duckdb", "sqlcmd", "clickhouse-client", "clickhouse", "cockroach", "snowsql", "bq", "cqlsh":
 		return (*analyzer).sqlClient
 	case "redis-cli", "mongo", "dropdb", "mysqladmin", "dropuser":
 		return (*analyzer).database
+	case "rails", "rake", "mix", "prisma", "django-admin", "manage.py", "artisan":
+		return (*analyzer).dbTask
 
 	// system
 	case "kill", "pkill", "killall", "killall5", "skill":

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/base64"
+	"path"
 	"strings"
 	"unicode/utf16"
 )
@@ -226,6 +227,9 @@ func (a *analyzer) interpreter(c *call) {
 			break
 		}
 		if !f.dyn {
+			if frameworkDBDestroy(path.Base(f.s), r.files) {
+				a.add(ruleDatabase)
+			}
 			if d, ok := a.files[a.target(f).p]; ok {
 				if d.t&tRemote != 0 {
 					a.add(ruleDownloadExec)

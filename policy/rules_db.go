@@ -56,7 +56,7 @@ func (a *analyzer) sqlClient(c *call) {
 			short, long = "-Q", "--query"
 		case "clickhouse-client", "clickhouse", "snowsql":
 			short, long = "-q", "--query"
-		case "cockroach":
+		case "cockroach", "cqlsh":
 			short, long = "-e", "--execute"
 		case "bq":
 			if len(args) > 0 && args[0].s == "query" {
@@ -204,4 +204,56 @@ func (a *analyzer) database(c *call) {
 			}
 		}
 	}
+}
+
+// dbTask handles framework task runners that can drop or wipe a database.
+func (a *analyzer) dbTask(c *call) {
+	if frameworkDBDestroy(c.name, c.args) {
+		a.add(ruleDatabase)
+	}
+	a.generic(c)
+}
+
+// frameworkDBDestroy reports whether a framework's task runner (tool is its
+// command or script name) is asked to drop, reset or flush the database:
+// rails db:drop, manage.py flush, artisan migrate:fresh, mix ecto.reset,
+// prisma migrate reset.
+func frameworkDBDestroy(tool string, args []field) bool {
+	var words []string
+	force := false
+	for _, f := range args {
+		switch {
+		case f.s == "--help" || f.s == "-h" || f.s == "help":
+			return false
+		case f.s == "--force-reset" || f.s == "--accept-data-loss":
+			force = true
+		case !strings.HasPrefix(f.s, "-"):
+			words = append(words, f.s)
+		}
+	}
+	if len(words) == 0 {
+		return false
+	}
+	switch tool {
+	case "rails", "rake":
+		for _, w := range words {
+			switch w {
+			case "db:drop", "db:drop:all", "db:reset", "db:purge", "db:purge:all", "db:migrate:reset":
+				return true
+			}
+		}
+	case "manage.py", "django-admin":
+		return words[0] == "flush" || words[0] == "reset_db"
+	case "artisan":
+		return words[0] == "db:wipe" || words[0] == "migrate:fresh" || words[0] == "migrate:reset"
+	case "mix":
+		for _, w := range words {
+			if w == "ecto.drop" || w == "ecto.reset" {
+				return true
+			}
+		}
+	case "prisma":
+		return len(words) > 1 && (words[0] == "migrate" && words[1] == "reset" || words[0] == "db" && words[1] == "push" && force)
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"strings"
 )
 
@@ -29,6 +30,10 @@ func (a *analyzer) deleteTarget(f field, o delOpts) {
 			a.add(ruleGateConfigWrite)
 		}
 		if !o.recursive && !o.force {
+			return
+		}
+		if o.recursive && dynHomeDir(f.s) {
+			a.add(ruleDeleteHome)
 			return
 		}
 		prefix := f.s[:strings.IndexByte(f.s, unk)]
@@ -86,6 +91,18 @@ func (a *analyzer) deleteTarget(f field, o delOpts) {
 			a.add(ruleDeleteSystemFile)
 		}
 	}
+}
+
+// dynHomeDir reports whether s, which holds an unresolved part, names a
+// whole home directory such as /home/$USER or /Users/${name}/.
+func dynHomeDir(s string) bool {
+	for _, d := range [...]string{"/home/", "/Users/"} {
+		if rest, ok := strings.CutPrefix(s, d); ok {
+			rest = strings.TrimSuffix(strings.TrimSuffix(rest, "*"), "/")
+			return strings.IndexByte(rest, unk) >= 0 && !strings.Contains(rest, "/")
+		}
+	}
+	return false
 }
 
 func (a *analyzer) rm(c *call) {
@@ -187,8 +204,54 @@ func findParse(args []field) (roots []field, filtered, acts bool) {
 	return
 }
 
+// secretNames are file names a credential hunt looks for; a find pattern
+// that matches one of them (id_*, *.pem) is after secrets.
+var secretNames = [...]string{"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "x.pem", "x.key", "x.p12", "x.pfx", "x.ppk",
+	"x.kdbx", ".netrc", ".git-credentials", ".pgpass", "credentials", "shadow", "wallet.dat", ".env"}
+
+// findHuntsSecrets reports whether find runs a command on files whose name
+// pattern picks out credentials, searching outside the working tree.
+func (a *analyzer) findHuntsSecrets(roots, args []field) bool {
+	outside := false
+	for _, r := range roots {
+		if !r.dyn && !a.inside(a.target(r)) {
+			outside = true
+		}
+	}
+	if !outside {
+		return false
+	}
+	execs, secret := false, false
+	for i, f := range args {
+		switch f.s {
+		case "-exec", "-execdir", "-ok", "-okdir":
+			execs = true
+		case "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename":
+			if i+1 >= len(args) || args[i+1].dyn {
+				continue
+			}
+			pat := path.Base(args[i+1].s)
+			if f.s == "-iname" || f.s == "-ipath" || f.s == "-iwholename" {
+				pat = strings.ToLower(pat)
+			}
+			for _, n := range secretNames {
+				if pat == n || strings.ContainsAny(pat, "*?[") && matchGlob(pat, n) && !broadGlob(pat) {
+					secret = true
+				}
+			}
+			if !strings.ContainsAny(pat, "*?[") && a.isSecretSource(target{p: "/" + pat}) {
+				secret = true
+			}
+		}
+	}
+	return execs && secret
+}
+
 func (a *analyzer) find(c *call) {
 	roots, filtered, _ := findParse(c.args)
+	if a.findHuntsSecrets(roots, c.args) {
+		a.add(ruleReadCreds)
+	}
 	subst := func(r field) field {
 		if filtered {
 			r.s = strings.TrimSuffix(r.s, "/") + "/{}"
@@ -275,6 +338,10 @@ func (a *analyzer) rsync(c *call) {
 	dst := files[len(files)-1]
 	a.exfilCopy(files[:len(files)-1], dst)
 	if isRemoteSpec(dst.s) {
+		if del {
+			// The remote tree is outside the working tree by definition.
+			a.add(ruleRsyncDelete)
+		}
 		return
 	}
 	a.writeTarget(dst, wCopy, desc{})

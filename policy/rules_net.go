@@ -327,6 +327,9 @@ func (a *analyzer) netSink(c *call) {
 			a.cloud(c)
 		}
 	case "gh":
+		if pos := nonOptions(c.args, "R"); len(pos) >= 2 && pos[0].s == "repo" && pos[1].s == "delete" {
+			a.add(ruleCloud)
+		}
 		if len(c.args) >= 2 && c.args[0].s == "gist" && c.args[1].s == "create" {
 			for _, f := range nonOptions(c.args[2:], "df") {
 				if f.s == "-" && c.in.t&tSecret != 0 || !f.dyn && a.isSecretSource(a.target(f)) {

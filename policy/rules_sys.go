@@ -700,12 +700,23 @@ func (a *analyzer) secretStore(c *call) {
 	for _, f := range c.args {
 		switch f.s {
 		case "--export-secret-keys", "--export-secret-subkeys", "find-generic-password", "find-internet-password", "dump-keychain":
-			if c.name != "security" || f.s == "dump-keychain" || hasArg(c.args, "-w", "-g") {
+			if c.name != "security" || f.s == "dump-keychain" || hasShortFlag(c.args, "wg") {
 				a.add(ruleReadCreds)
 			}
 		}
 	}
 	a.generic(c)
+}
+
+// hasShortFlag reports whether a short-option cluster (-wa, -g) in args
+// holds one of the letters in flags.
+func hasShortFlag(args []field, flags string) bool {
+	for _, f := range args {
+		if len(f.s) > 1 && f.s[0] == '-' && f.s[1] != '-' && strings.ContainsAny(f.s[1:], flags) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasArg(args []field, opts ...string) bool {
