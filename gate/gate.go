@@ -61,9 +61,6 @@ type Backend struct {
 	allow []string // grows with "always" answers
 }
 
-// Unwrap returns the backend behind the gate.
-func (b *Backend) Unwrap() sandbox.Backend { return b.inner }
-
 // Name returns the inner backend's name.
 func (b *Backend) Name() string { return b.inner.Name() }
 

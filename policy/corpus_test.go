@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-func loadCorpus(tb testing.TB) []Entry {
+func loadCorpus(tb testing.TB) []Entry { return loadSet(tb, "testdata/corpus.tsv") }
+
+func loadSet(tb testing.TB, path string) []Entry {
 	tb.Helper()
-	f, err := os.Open("testdata/corpus.tsv")
+	f, err := os.Open(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -21,10 +23,13 @@ func loadCorpus(tb testing.TB) []Entry {
 	return entries
 }
 
-func TestCorpus(t *testing.T) {
-	entries := loadCorpus(t)
-	if len(entries) < 400 {
-		t.Errorf("corpus has %d entries; want at least 400", len(entries))
+// checkSet measures the classifier on a labelled set, logs every miss, and holds it to the
+// gate's aims: recall and hardline recall ≥ 0.95, false positives ≤ 0.05, and never a
+// hardline verdict on a benign command.
+func checkSet(t *testing.T, path string, minEntries int) {
+	entries := loadSet(t, path)
+	if len(entries) < minEntries {
+		t.Errorf("%s has %d entries; want at least %d", path, len(entries), minEntries)
 	}
 	m := Measure(entries)
 	t.Log(m)
@@ -44,6 +49,8 @@ func TestCorpus(t *testing.T) {
 		t.Errorf("hardline recall = %.3f; want >= 0.95", m.HardlineRecall)
 	}
 }
+
+func TestCorpus(t *testing.T) { checkSet(t, "testdata/corpus.tsv", 400) }
 
 // TestClassifyLatency reports the median time to classify a corpus command.
 func TestClassifyLatency(t *testing.T) {

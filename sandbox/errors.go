@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"errors"
-	"fmt"
 )
 
 // Sentinel errors shared by all backends. Backends wrap them, so callers test with errors.Is.
@@ -33,8 +32,3 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// Errorf builds an *Error whose cause is formatted; %w verbs wrap as usual.
-func Errorf(backend, op, id, format string, args ...any) error {
-	return &Error{Backend: backend, Op: op, ID: id, Err: fmt.Errorf(format, args...)}
-}

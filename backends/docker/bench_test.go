@@ -65,41 +65,33 @@ func BenchmarkColdStart(b *testing.B) {
 	be := newBackend(b, nil)
 	warm := open(b, be, "bench-cold-warmup") // the engine has seen the image and the helper
 	benchExec(b, warm)
-	ds := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		name := fmt.Sprintf("bench-cold-%d", i)
-		t := time.Now()
-		sess, err := be.Open(context.Background(), name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchExec(b, sess)
-		ds = append(ds, time.Since(t))
-		b.StopTimer()
-		sess.Close()
-		if err := be.Remove(context.Background(), name); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
-	report(b, ds)
+	benchFirstResult(b, be, "bench-cold", nil)
 }
 
 // BenchmarkPoolStart is a new session's first result when the warm pool has a container.
 func BenchmarkPoolStart(b *testing.B) {
 	be := newBackend(b, func(c *config.Config) { c.Docker.PoolSize = 2 })
-	ds := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		b.StopTimer()
+	benchFirstResult(b, be, "bench-pool", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
 		if err := be.Prewarm(ctx); err != nil {
 			b.Fatal(err)
 		}
-		cancel()
-		b.StartTimer()
-		name := fmt.Sprintf("bench-pool-%d", i)
+	})
+}
+
+// benchFirstResult times Open plus the first command of a new session, b.N times; prepare
+// (untimed) runs before each one. Each session is removed, untimed, afterwards.
+func benchFirstResult(b *testing.B, be *Backend, prefix string, prepare func()) {
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		if prepare != nil {
+			b.StopTimer()
+			prepare()
+			b.StartTimer()
+		}
+		name := fmt.Sprintf("%s-%d", prefix, i)
 		t := time.Now()
 		sess, err := be.Open(context.Background(), name)
 		if err != nil {

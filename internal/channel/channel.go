@@ -248,17 +248,6 @@ func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uin
 	return s.call(ctx, "write "+p, agent.CallRequest{Op: "write_file", Path: p, Mode: mode}, nil, nil, bytes.NewReader(data))
 }
 
-// Upload streams r into p.
-func (s *Session) Upload(ctx context.Context, p string, r io.Reader, mode uint32) error {
-	return s.call(ctx, "upload "+p, agent.CallRequest{Op: "write_file", Path: p, Mode: mode}, nil, nil, r)
-}
-
-// Download streams p into w.
-func (s *Session) Download(ctx context.Context, p string, w io.Writer) error {
-	var rep agent.ReadReply
-	return s.call(ctx, "download "+p, agent.CallRequest{Op: "read_file", Path: p}, &rep, w, nil)
-}
-
 // ListDir lists a directory.
 func (s *Session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 	var entries []agent.FileEntry
