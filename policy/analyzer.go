@@ -459,6 +459,9 @@ func (a *analyzer) callExpr(x *syntax.CallExpr, in desc) desc {
 	}
 	for _, as := range x.Assigns {
 		a.assign(as, false)
+		if as.Name != nil && programEnv[as.Name.Value] && as.Value != nil {
+			a.programOption(a.word1(as.Value))
+		}
 	}
 	return a.exec(a.fieldsOf(x.Args), in)
 }

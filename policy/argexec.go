@@ -34,11 +34,21 @@ func (a *analyzer) toolExec(c *call) {
 		var names []string
 		switch c.name {
 		case "rg":
-			names = []string{"--pre"}
+			names = []string{"--pre", "--hostname-bin"}
 		case "sort":
 			names = []string{"--compress-program"}
 		case "man":
-			names = []string{"-P", "--pager", "--html"}
+			names = []string{"-P", "--pager", "--html", "-H"}
+		case "ag":
+			names = []string{"--pager"}
+		case "fzf":
+			names = []string{"--preview", "--bind"}
+		case "entr":
+			if args[i].s == "-s" && i+1 < len(args) {
+				a.shellCode(args[i+1], desc{}, nil, false)
+				i++
+			}
+			continue
 		case "zip":
 			names = []string{"-TT", "--unzip-command"}
 		case "gdb":
@@ -75,7 +85,16 @@ func (a *analyzer) toolExec(c *call) {
 				continue
 			}
 		}
-		a.shellCode(v, desc{}, nil, false)
+		switch c.name {
+		case "rg", "sort", "man", "ag", "zip":
+			a.programOption(v)
+		case "fzf":
+			// {} stands for each selected line.
+			v.s = strings.ReplaceAll(v.s, "{}", "./x")
+			a.shellCode(v, desc{}, nil, false)
+		default:
+			a.shellCode(v, desc{}, nil, false)
+		}
 	}
 	if c.name == "go" {
 		a.goRun(c)

@@ -184,8 +184,20 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		"micromamba", "brew", "starship", "zoxide", "fnm", "mise", "rtx", "asdf", "opam", "minikube", "docker-machine", "dircolors",
 		"thefuck", "register-python-argcomplete", "luarocks", "resize", "tset", "dbus-launch", "aws-vault", "pipenv", "poetry", "kind":
 		return desc{t: tInit}
+	case "findmnt", "df", "lsblk", "blkid", "mount":
+		return desc{t: tDevice}
+	case "ps":
+		for _, f := range args {
+			if strings.Contains(f.s, "ppid") {
+				return desc{t: tSupervisor}
+			}
+		}
+		return desc{t: tPidList}
 	case "pgrep", "pidof":
 		for _, f := range nonOptions(args, "ugGPst") {
+			if namesSupervisor(f.s) {
+				return desc{t: tSupervisor}
+			}
 			if n := strings.Trim(f.s, "^$"); criticalProcs[n] || n == "." || n == ".*" {
 				return desc{t: tCritical}
 			}
@@ -199,8 +211,11 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 			}
 		}
 		return desc{}
-	case "stat", "wc", "du", "df", "date", "whoami", "id", "hostname", "uname", "uptime", "ps", "nproc", "seq", "yes", "sleep":
+	case "stat", "wc", "du", "date", "whoami", "id", "hostname", "uname", "uptime", "nproc", "seq", "yes", "sleep":
 		return desc{}
+	}
+	if isPSFetcher(name) {
+		return desc{t: tRemote}
 	}
 	for _, f := range args {
 		switch f.s {

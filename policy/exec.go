@@ -70,6 +70,11 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		}
 	}
 	c := &call{name: name, argv0: f0, args: argv[1:], in: in}
+	if sp := optSpecs[name]; sp != nil && sp.abbrev {
+		c.args = sp.canon(c.args)
+	}
+	a.cliMatch(name, c.args)
+	a.extraRules(c)
 	if h := dispatch(name); h != nil {
 		h(a, c)
 	} else {
@@ -356,7 +361,7 @@ func dispatch(name string) handler {
 		return (*analyzer).namespace
 	case "hermes-sandbox":
 		return (*analyzer).self
-	case "go", "rg", "fd", "fdfind", "sort", "man", "zip", "gdb", "npx", "npm", "pnpm":
+	case "go", "rg", "fd", "fdfind", "sort", "man", "zip", "gdb", "npx", "npm", "pnpm", "ag", "fzf", "entr":
 		return (*analyzer).toolExec
 	}
 	if wrapSpecFor(name) != nil {

@@ -91,6 +91,25 @@ const (
 	ruleDiskPartition
 	ruleDiskUnresolved
 	ruleCapabilities
+	ruleAgentBypass
+	ruleAgentSettings
+	ruleCloudSecret
+	ruleKeyHunt
+	ruleTruncate
+	ruleDeleteVCS
+	ruleDeleteAllHere
+	ruleFillDisk
+	ruleKillSupervisor
+	ruleExposure
+	ruleHTTPDelete
+	ruleProgramOption
+	ruleLookalike
+	rulePublish
+	ruleRegistryRedirect
+	ruleOffensive
+	ruleIAM
+	ruleRemoteExec
+	ruleStdinScript
 	numRules
 )
 
@@ -172,6 +191,25 @@ var ruleTable = [numRules]Rule{
 	ruleDiskPartition:    {"disk-partition", "modifying disk partitions or volumes", VerdictDangerous},
 	ruleDiskUnresolved:   {"disk-unresolved-device", "disk operation on an unresolved device", VerdictDangerous},
 	ruleCapabilities:     {"file-capabilities", "granting file capabilities (setcap)", VerdictDangerous},
+	ruleAgentBypass:      {"agent-bypass", "running an agent with its approvals or sandbox turned off", VerdictDangerous},
+	ruleAgentSettings:    {"agent-settings-write", "changing an agent's permission or approval settings", VerdictDangerous},
+	ruleCloudSecret:      {"secret-store-read", "printing secrets or tokens from a CLI or secret manager", VerdictDangerous},
+	ruleKeyHunt:          {"key-hunt", "searching the filesystem for private keys or credentials", VerdictDangerous},
+	ruleTruncate:         {"truncate-file", "emptying or overwriting a file's contents", VerdictDangerous},
+	ruleDeleteVCS:        {"delete-vcs-history", "deleting version-control history or stashes", VerdictDangerous},
+	ruleDeleteAllHere:    {"delete-everything-here", "deleting everything in the working directory or its parent", VerdictDangerous},
+	ruleFillDisk:         {"resource-exhaustion", "filling the disk or memory without a bound", VerdictDangerous},
+	ruleKillSupervisor:   {"kill-supervisor", "killing the agent, this sandbox or the parent process", VerdictDangerous},
+	ruleExposure:         {"public-exposure", "exposing a local service, directory or resource to the network", VerdictDangerous},
+	ruleHTTPDelete:       {"http-delete", "destructive HTTP request to a data store or API", VerdictDangerous},
+	ruleProgramOption:    {"option-runs-program", "an option or variable names a program to run", VerdictDangerous},
+	ruleLookalike:        {"hidden-characters", "control bytes, escape sequences or look-alike Unicode in a command", VerdictDangerous},
+	rulePublish:          {"publish-release", "publishing or deleting a package, image, release or repository setting", VerdictDangerous},
+	ruleRegistryRedirect: {"registry-redirect", "redirecting package, git or name lookups to another source", VerdictDangerous},
+	ruleOffensive:        {"offensive-tool", "scanning networks or brute-forcing credentials", VerdictDangerous},
+	ruleIAM:              {"iam-escalation", "granting administrator access or creating access keys", VerdictDangerous},
+	ruleRemoteExec:       {"remote-exec", "running commands on other hosts or applying remote content", VerdictDangerous},
+	ruleStdinScript:      {"unknown-stdin-script", "a shell or interpreter runs a script it reads from an unknown source", VerdictDangerous},
 }
 
 // Rules lists every rule the classifier can report, most severe first.

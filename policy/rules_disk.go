@@ -6,13 +6,18 @@ import (
 )
 
 func (a *analyzer) mkfs(c *call) {
-	for _, f := range nonOptions(c.args, "tLbBcCEgGIjJlmNoOrTUvF") {
+	for _, f := range mkfsSpec(cmdBase(c.argv0.s)).parse(c.args).pos {
 		a.diskTarget(f, ruleMkfsDevice)
 	}
 }
 
 // diskTarget judges a destructive disk operation on f.
 func (a *analyzer) diskTarget(f field, hard ruleID) {
+	if f.t&tDevice != 0 {
+		// A device computed at run time (findmnt, df, lsblk): treat it as the disk it names.
+		a.add(hard)
+		return
+	}
 	if !strings.HasPrefix(f.s, "/dev/") {
 		return
 	}

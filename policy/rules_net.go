@@ -397,7 +397,9 @@ func (a *analyzer) ssh(c *call) {
 				k, v, _ = strings.Cut(val, " ")
 			}
 			switch strings.ToLower(k) {
-			case "proxycommand", "localcommand", "remotecommand", "knownhostscommand":
+			case "proxycommand", "localcommand", "knownhostscommand":
+				a.programOption(field{s: v})
+			case "remotecommand":
 				a.shellCode(field{s: v}, desc{}, nil, false)
 			}
 		}

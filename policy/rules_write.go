@@ -315,10 +315,10 @@ func (a *analyzer) archive(c *call) {
 			strings.HasPrefix(s, "--use-compress-program="), strings.HasPrefix(s, "--info-script="), strings.HasPrefix(s, "--new-volume-script="):
 			v := s[strings.IndexByte(s, '=')+1:]
 			v = strings.TrimPrefix(v, "exec=")
-			a.shellCode(field{s: v, dyn: args[i].dyn, t: args[i].t}, desc{}, nil, false)
+			a.programOption(field{s: v, dyn: args[i].dyn, t: args[i].t})
 		case s == "-I" || s == "--use-compress-program" || s == "--to-command":
 			if i+1 < len(args) {
-				a.shellCode(args[i+1], desc{}, nil, false)
+				a.programOption(args[i+1])
 				i++
 			}
 		case s == "--extract" || s == "--get" || c.name == "unzip" || c.name == "7z" && s == "x":
