@@ -257,6 +257,13 @@ func (a *analyzer) walkStmt(s *syntax.Stmt, in desc) desc {
 			continue
 		}
 		a.writeTarget(f, wRedirect, out)
+		switch {
+		case out.t&tInfinite != 0 && !strings.HasPrefix(f.s, "/dev/"):
+			a.add(ruleFillDisk)
+		case (r.Op == syntax.RdrOut || r.Op == syntax.ClbOut) && out.known && out.text == "" &&
+			(s.Cmd == nil || a.lastCmd == ":" || a.lastCmd == "true" || a.lastCmd == "cat" || a.lastCmd == "echo" || a.lastCmd == "printf"):
+			a.truncateTarget(f)
+		}
 		if r.N == nil || r.N.Value == "1" || r.Op == syntax.RdrAll || r.Op == syntax.AppAll {
 			out = desc{known: true}
 		}

@@ -80,7 +80,34 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		return printfOut(args)
 	case "true", "false", ":", "cd", "unset", "alias", "mkdir", "touch", "chmod", "chown", "rm", "cp", "mv", "ln":
 		return desc{known: true}
-	case "cat", "tac", "more", "less", "head", "tail", "nl", "zcat", "gzcat", "bzcat":
+	case "yes":
+		text := "y"
+		if len(args) > 0 {
+			text = joinFields(args).s
+		}
+		return desc{text: text + "\n", known: true, t: tInfinite}
+	case "head":
+		d := in
+		if files := nonOptions(args, "nc"); len(files) > 0 {
+			d = a.produce1("cat", files[:1], in)
+		}
+		d.known = false
+		if d.t&tInfinite != 0 {
+			d.t &^= tInfinite
+			for i, f := range args {
+				v := strings.TrimPrefix(f.s, "--bytes=")
+				if f.s == "-c" && i+1 < len(args) {
+					v = args[i+1].s
+				} else if strings.HasPrefix(f.s, "-c") && len(f.s) > 2 {
+					v = f.s[2:]
+				}
+				if n, ok := parseSize(v); ok && n >= hugeSize {
+					d.t |= tInfinite
+				}
+			}
+		}
+		return d
+	case "cat", "tac", "more", "less", "tail", "nl", "zcat", "gzcat", "bzcat":
 		valued := ""
 		if name == "head" || name == "tail" {
 			valued = "nc"
@@ -91,6 +118,9 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		}
 		out := desc{known: true}
 		for _, f := range files {
+			if isEndless(f.s) {
+				return desc{t: tInfinite}
+			}
 			out = concatDesc(out, a.fileContent(f))
 		}
 		if name == "head" || name == "tail" || name == "tac" || name == "nl" {
@@ -211,7 +241,7 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 			}
 		}
 		return desc{}
-	case "stat", "wc", "du", "date", "whoami", "id", "hostname", "uname", "uptime", "nproc", "seq", "yes", "sleep":
+	case "stat", "wc", "du", "date", "whoami", "id", "hostname", "uname", "uptime", "nproc", "seq", "sleep":
 		return desc{}
 	}
 	if isPSFetcher(name) {

@@ -326,6 +326,7 @@ func (a *analyzer) extraRules(c *call) {
 	a.killSupervisor(&lc)
 	a.windows(&lc)
 	a.printSecret(&lc)
+	a.destroyRules(&lc)
 }
 
 // printSecret flags printing a credential variable by name (printenv

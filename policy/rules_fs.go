@@ -85,7 +85,7 @@ func (a *analyzer) deleteTarget(f field, o delOpts) {
 		}
 	}
 	if !a.inside(t) {
-		if o.recursive || o.force {
+		if (o.recursive || o.force) && !a.regenerable(t) {
 			a.add(o.outside)
 		} else if a.isSystemWrite(p) {
 			a.add(ruleDeleteSystemFile)

@@ -47,6 +47,9 @@ func (a *analyzer) writeTarget(f field, how writeKind, content desc) {
 		}
 		return
 	}
+	if isAgentSettings(p) {
+		a.add(ruleAgentSettings)
+	}
 	switch {
 	case p == "/proc/sysrq-trigger":
 		a.add(ruleSysrq)
