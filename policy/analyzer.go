@@ -77,6 +77,8 @@ type analyzer struct {
 
 	files map[string]desc // data written to files earlier in the command
 
+	newRemotes map[string]bool // git remotes added or re-pointed earlier in the command
+
 	// Reverse-shell bookkeeping: what the current pipeline stage runs.
 	stageNet, stageShell bool
 	sawMkfifo, sawNet    bool

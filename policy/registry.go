@@ -327,6 +327,7 @@ func (a *analyzer) extraRules(c *call) {
 	a.windows(&lc)
 	a.printSecret(&lc)
 	a.destroyRules(&lc)
+	a.netRules(&lc)
 }
 
 // printSecret flags printing a credential variable by name (printenv
