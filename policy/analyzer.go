@@ -460,6 +460,9 @@ func (a *analyzer) callExpr(x *syntax.CallExpr, in desc) desc {
 	for _, w := range x.Args {
 		a.substsWord(w)
 	}
+	if len(x.Args) > 0 && computedWord(x.Args[0]) {
+		a.add(ruleDynamicCommand)
+	}
 	if len(x.Args) == 0 {
 		for _, as := range x.Assigns {
 			a.assign(as, true)

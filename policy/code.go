@@ -504,6 +504,7 @@ func (a *analyzer) analyzeCode(lang, code string) {
 	}
 	a.depth++
 	defer func() { a.depth-- }()
+	a.codeExtra(lang, code)
 	key := langKey(lang)
 	lits := codeLits(lang, code)
 	join := ""

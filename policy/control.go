@@ -148,7 +148,9 @@ func spawnsWithoutPause(body []*syntax.Stmt) bool {
 			switch n := n.(type) {
 			case *syntax.Stmt:
 				if n.Background {
+					// A sleep sent to the background does not pause the loop.
 					bg = true
+					return false
 				}
 			case *syntax.CallExpr:
 				if len(n.Args) > 0 {

@@ -50,6 +50,9 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		a.add(ruleObfuscated)
 	}
 	name := normName(raw)
+	if lookalikeName(raw) {
+		a.add(ruleLookalike)
+	}
 	if f0.glob {
 		g, ok := globCommand(cmdBase(raw))
 		if !ok {
@@ -271,7 +274,7 @@ func dispatch(name string) handler {
 		return (*analyzer).at
 
 	// interpreters
-	case "python", "perl", "ruby", "php", "lua", "node", "awk", "Rscript", "pwsh", "powershell", "deno", "bun", "osascript", "jshell", "tclsh", "expect":
+	case "python", "perl", "ruby", "php", "lua", "node", "awk", "Rscript", "pwsh", "powershell", "deno", "bun", "osascript", "jshell", "tclsh", "expect", "julia":
 		return (*analyzer).interpreter
 
 	// files

@@ -168,6 +168,7 @@ func (c *Classifier) Classify(command string) (res Analysis) {
 		a.add(ruleTooComplex)
 		return
 	}
+	a.checkHidden(command)
 	a.runScript(command, desc{}, nil, false)
 	a.finish()
 	return
