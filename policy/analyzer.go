@@ -379,6 +379,8 @@ func (a *analyzer) walkCommand(cmd syntax.Command, in desc) desc {
 		out := a.walkStmts(x.Do, in)
 		if a.infiniteCond(x) && spawnsWithoutPause(x.Do) {
 			a.add(ruleForkBomb)
+		} else if a.infiniteCond(x) && fillsWithoutPause(x.Do) {
+			a.add(ruleFillDisk)
 		}
 		return out
 	case *syntax.ForClause:

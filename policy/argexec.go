@@ -31,6 +31,13 @@ func optValue(args []field, i int, names ...string) (field, int, bool) {
 func (a *analyzer) toolExec(c *call) {
 	args := c.args
 	for i := 0; i < len(args); i++ {
+		if c.name == "rg" || c.name == "ag" {
+			switch args[i].s {
+			case "-e", "--regexp", "-f", "--file", "-g", "--glob", "-t", "--type", "-T", "--type-not", "--iglob", "-G":
+				i++ // the value is a pattern, not an option
+				continue
+			}
+		}
 		var names []string
 		switch c.name {
 		case "rg":
@@ -90,7 +97,10 @@ func (a *analyzer) toolExec(c *call) {
 			a.programOption(v)
 		case "fzf":
 			// {} stands for each selected line.
-			v.s = strings.ReplaceAll(v.s, "{}", "./x")
+			if strings.Contains(v.s, "{}") {
+				v.s = strings.ReplaceAll(v.s, "{}", unkS)
+				v.dyn = true
+			}
 			a.shellCode(v, desc{}, nil, false)
 		default:
 			a.shellCode(v, desc{}, nil, false)

@@ -166,6 +166,33 @@ func spawnsWithoutPause(body []*syntax.Stmt) bool {
 	return bg && !pause
 }
 
+// fillsWithoutPause reports whether an endless loop body creates files or
+// directories (or appends to them) and never pauses or stops.
+func fillsWithoutPause(body []*syntax.Stmt) bool {
+	fills, pause := false, false
+	for _, s := range body {
+		syntax.Walk(s, func(n syntax.Node) bool {
+			switch n := n.(type) {
+			case *syntax.Redirect:
+				if n.Op == syntax.AppOut || n.Op == syntax.RdrOut {
+					fills = true
+				}
+			case *syntax.CallExpr:
+				if len(n.Args) > 0 {
+					switch cmdBase(n.Args[0].Lit()) {
+					case "sleep", "wait", "read", "break", "exit", "return", "usleep":
+						pause = true
+					case "mkdir", "touch", "cp", "dd", "fallocate", "truncate", "ln", "git":
+						fills = true
+					}
+				}
+			}
+			return !pause
+		})
+	}
+	return fills && !pause
+}
+
 func (a *analyzer) defineFunc(name string, body *syntax.Stmt) {
 	if a.funcs == nil {
 		a.funcs = map[string]*syntax.Stmt{}

@@ -214,6 +214,19 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		"micromamba", "brew", "starship", "zoxide", "fnm", "mise", "rtx", "asdf", "opam", "minikube", "docker-machine", "dircolors",
 		"thefuck", "register-python-argcomplete", "luarocks", "resize", "tset", "dbus-launch", "aws-vault", "pipenv", "poetry", "kind":
 		return desc{t: tInit}
+	case "tar", "bsdtar", "zip", "7z", "7za":
+		// An archive of the home directory or a document folder in it
+		// carries everything in them.
+		for _, f := range args {
+			if f.dyn || strings.HasPrefix(f.s, "-") {
+				continue
+			}
+			t := a.target(f)
+			if a.isHomeDir(t.p) || a.isCredential(t) || a.isSSHDir(t.p) || a.outsideHome(t) && !a.regenerable(t) && !strings.Contains(path.Base(t.p), ".") {
+				return desc{t: tSecret}
+			}
+		}
+		return desc{}
 	case "findmnt", "df", "lsblk", "blkid", "mount":
 		return desc{t: tDevice}
 	case "ps":

@@ -276,7 +276,12 @@ var cliRules = []cliRule{
 	// Windows.
 	{cmd: "format-volume clear-disk initialize-disk remove-partition", rule: ruleDiskWipe},
 	{cmd: "diskpart", rule: ruleDiskPartition},
-	{cmd: "icacls cacls", opt: "/grant*|/setowner|/reset&~everyone|~*s-1-1-0|~users|~authenticated users", rule: ruleChmodWorld},
+	{cmd: "powershell pwsh", opt: "-file=\\*|-file=http*|-f=\\*|-file=//*", rule: ruleRemoteExec},
+	{cmd: "ansible", opt: "-m=shell|-m=command|-m=raw|-m=script|--module-name=shell|--module-name=command|-m=ansible.builtin.shell|-m=ansible.builtin.command", rule: ruleRemoteExec},
+	{cmd: "pssh parallel-ssh pdsh clush", rule: ruleRemoteExec},
+	{cmd: "git", sub: "credential fill|approve", rule: ruleCloudSecret},
+	{cmd: "git", sub: "credential-cache|credential-store get", rule: ruleCloudSecret},
+	{cmd: "icacls cacls", opt: "~/grant|~/setowner|~/reset&~everyone|~*s-1-1-0|~users|~authenticated users", rule: ruleChmodWorld},
 	{cmd: "takeown", rule: ruleChmodSystem},
 	{cmd: "netsh", sub: "advfirewall|firewall set", opt: "off|disable", rule: ruleSecurity},
 	{cmd: "netsh", sub: "advfirewall reset", rule: ruleSecurity},

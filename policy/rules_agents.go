@@ -150,3 +150,78 @@ func isSecretName(name string) bool {
 	}
 	return false
 }
+
+// routineSudo reports whether sudo runs a routine administrative command
+// (inspecting disks, firewalls, services and logs; refreshing or installing
+// packages; restarting a service) or runs as an unprivileged user (sudo -u
+// postgres). These still get every other rule: sudo cat /etc/shadow reads
+// credentials, sudo apt-get purge libc6 is not routine.
+func routineSudo(opts, rest []field) bool {
+	for k, f := range opts {
+		if (f.s == "-u" || f.s == "--user") && k+1 < len(opts) {
+			if u := opts[k+1].s; u != "root" && u != "0" && u != "#0" && !opts[k+1].dyn {
+				return true
+			}
+		}
+	}
+	if len(rest) == 0 || rest[0].dyn {
+		return false
+	}
+	name := normName(rest[0].s)
+	verb := ""
+	for _, f := range rest[1:] {
+		if !strings.HasPrefix(f.s, "-") {
+			verb = f.s
+			break
+		}
+	}
+	has := func(flags ...string) bool {
+		for _, f := range rest[1:] {
+			for _, x := range flags {
+				if f.s == x {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch name {
+	case "apt", "apt-get", "dnf", "yum", "zypper", "apk", "snap", "port":
+		switch verb {
+		case "update", "install", "upgrade", "add", "info", "search", "list", "show", "check-update", "makecache", "refresh", "policy":
+			return true
+		}
+	case "pacman":
+		return len(rest) > 1 && (strings.HasPrefix(rest[1].s, "-S") || strings.HasPrefix(rest[1].s, "-Q"))
+	case "fdisk", "sfdisk":
+		return has("-l", "--list")
+	case "parted":
+		return has("-l", "--list", "print")
+	case "iptables", "ip6tables":
+		return has("-L", "-S", "--list", "-nL", "-vnL", "-nvL", "--list-rules")
+	case "nft":
+		return verb == "list"
+	case "ufw", "firewall-cmd":
+		return verb == "status" || has("--state", "--list-all")
+	case "systemctl", "service", "rc-service":
+		switch verb {
+		case "status", "restart", "reload", "start", "is-active", "is-enabled", "list-units", "show", "cat", "try-restart", "reload-or-restart":
+			return true
+		}
+		for _, f := range rest[1:] {
+			switch f.s {
+			case "status", "restart", "reload", "start":
+				return true
+			}
+		}
+	case "journalctl":
+		return !has("--vacuum-time", "--vacuum-size", "--rotate", "--flush") && !strings.Contains(joinFields(rest).s, "--vacuum")
+	case "dmesg", "lsof", "ss", "netstat", "lsblk", "blkid", "smartctl", "dmidecode", "lshw", "lspci", "lsusb",
+		"tail", "head", "cat", "less", "ls", "du", "df", "stat", "nginx", "apachectl", "tcpdump", "iotop", "htop", "docker":
+		return true
+	case "chown":
+		// Giving a served file to the web server's user.
+		return len(rest) > 1 && (strings.HasPrefix(rest[1].s, "www-data") || strings.HasPrefix(rest[1].s, "nginx"))
+	}
+	return false
+}

@@ -206,7 +206,7 @@ func (a *analyzer) destroyRules(c *call) {
 		case out.s == "" || strings.HasPrefix(out.s, "/dev/") || !isEndless(in.s):
 		case !count:
 			a.add(ruleFillDisk)
-		case a.outsideHome(a.target(out)):
+		case a.outsideHome(a.target(field{s: a.expandHome(out.s), dyn: out.dyn})):
 			a.add(ruleTruncate)
 		}
 	case "cp":
@@ -224,6 +224,49 @@ func (a *analyzer) destroyRules(c *call) {
 			for _, f := range files {
 				if !isTemp(a.target(f).p) {
 					a.add(ruleTruncate)
+				}
+			}
+		}
+	case "find":
+		roots, filtered, _ := findParse(c.args)
+		if filtered || a.cwd != "" || a.cwdDyn {
+			return
+		}
+		for _, f := range c.args {
+			if f.s == "-delete" {
+				for _, r := range roots {
+					if r.s == "." || r.s == "./" {
+						a.add(ruleDeleteAllHere)
+					}
+				}
+			}
+		}
+	case "rsync":
+		del := false
+		var pos []field
+		for _, f := range c.args {
+			if strings.HasPrefix(f.s, "--del") {
+				del = true
+			} else if !strings.HasPrefix(f.s, "-") {
+				pos = append(pos, f)
+			}
+		}
+		if del && len(pos) > 1 && everythingHere[pos[len(pos)-1].s] && a.cwd == "" && !a.cwdDyn {
+			a.add(ruleDeleteAllHere)
+		}
+	case "less", "more", "most":
+		a.editorCommands(c.args)
+	case "make", "gmake":
+		for i, f := range c.args {
+			if (f.s == "-f" || f.s == "--file" || f.s == "--makefile") && i+1 < len(c.args) && (c.args[i+1].s == "-" || c.args[i+1].s == "/dev/stdin") {
+				if !c.in.known {
+					a.add(ruleStdinScript)
+					return
+				}
+				for _, line := range strings.Split(c.in.text, "\n") {
+					if strings.HasPrefix(line, "\t") {
+						a.shellCode(field{s: strings.TrimLeft(strings.TrimSpace(line), "@-+")}, desc{}, nil, false)
+					}
 				}
 			}
 		}

@@ -71,7 +71,12 @@ func (a *analyzer) disk(c *call) {
 		}
 	case "fdisk", "sfdisk", "cfdisk", "parted":
 		switch {
-		case has("-l", "--list", "print", "-s", "--show-size", "-d", "--dump", "-J", "--json", "--help"):
+		case c.name == "parted" && has("mklabel", "mktable"):
+			rule = ruleDiskWipe
+		case c.name == "fdisk" && c.in.known && (strings.Contains("\n"+c.in.text, "\nw") || strings.Contains(c.in.text, "w\n")):
+			// A scripted fdisk session that writes a new table.
+			rule = ruleDiskWipe
+		case has("-l", "--list", "print", "-d", "--dump", "-J", "--json", "--help") || c.name != "parted" && has("-s", "--show-size"):
 			return
 		case has("mklabel", "mktable", "--delete", "--wipe", "-w"):
 			rule = ruleDiskWipe

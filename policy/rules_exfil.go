@@ -150,10 +150,27 @@ func (a *analyzer) netRules(c *call) {
 			}
 		}
 	case "docker":
+		root := ""
 		for i, f := range c.args {
 			if (f.s == "-v" || f.s == "--volume") && i+1 < len(c.args) {
-				src, _, _ := strings.Cut(c.args[i+1].s, ":")
+				src, dst, _ := strings.Cut(c.args[i+1].s, ":")
 				a.hostMount(a.expandHome(src))
+				if src == "/" {
+					root, _, _ = strings.Cut(dst, ":")
+				}
+			}
+		}
+		if root != "" && root != "/" {
+			// The host's root is mounted at root: judge the container's
+			// command as if it ran on the host.
+			argv := dockerRunCommand(c.args)
+			for k, f := range argv {
+				if f.s == root || strings.HasPrefix(f.s, root+"/") {
+					argv[k].s = "/" + strings.TrimPrefix(strings.TrimPrefix(f.s, root), "/")
+				}
+			}
+			if len(argv) > 0 {
+				a.exec(argv, desc{})
 			}
 		}
 	}
@@ -217,7 +234,14 @@ func (a *analyzer) gitRemotes(args []field) {
 			a.newRemotes[pos[2].s] = true
 		}
 	case "push":
-		q := optSpecs["git push"].parse(args[len(args)-len(pos)+1:])
+		sub := 0
+		for k, f := range args {
+			if f.s == "push" {
+				sub = k
+				break
+			}
+		}
+		q := optSpecs["git push"].parse(args[sub+1:])
 		if v, ok := q.value("--repo"); ok {
 			q.pos = append([]field{v}, q.pos...)
 		}
@@ -407,4 +431,36 @@ func (a *analyzer) uploadHome(c *call) {
 func mustRel(a *analyzer, p string) string {
 	rel, _ := a.homeRel(p)
 	return rel
+}
+
+// dockerValued are docker run options that take a value.
+var dockerValued = map[string]bool{
+	"-v": true, "--volume": true, "-e": true, "--env": true, "-w": true, "--workdir": true, "--name": true, "-p": true,
+	"--publish": true, "--mount": true, "--network": true, "--net": true, "--entrypoint": true, "-u": true, "--user": true,
+	"--pid": true, "--ipc": true, "--platform": true, "-l": true, "--label": true, "--cap-add": true, "--cap-drop": true,
+	"--security-opt": true, "--env-file": true, "-h": true, "--hostname": true, "--add-host": true, "--device": true,
+	"--tmpfs": true, "--ulimit": true, "--restart": true, "--log-driver": true, "-m": true, "--memory": true, "--cpus": true,
+	"--userns": true, "--uts": true, "--cgroupns": true, "--gpus": true, "--runtime": true, "--shm-size": true,
+}
+
+// dockerRunCommand returns the command of "docker run [options] IMAGE CMD...".
+func dockerRunCommand(args []field) []field {
+	i := 0
+	for i < len(args) && args[i].s != "run" && args[i].s != "create" {
+		i++
+	}
+	for i++; i < len(args); i++ {
+		s := args[i].s
+		if dockerValued[s] {
+			i++
+			continue
+		}
+		if strings.HasPrefix(s, "-") {
+			continue
+		}
+		out := make([]field, len(args)-i-1)
+		copy(out, args[i+1:])
+		return out
+	}
+	return nil
 }

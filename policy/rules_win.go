@@ -14,6 +14,8 @@ import "strings"
 func winPath(s string) int {
 	w := strings.ToLower(strings.Trim(s, "\"'"))
 	switch {
+	case strings.HasPrefix(w, "hklm:") || strings.HasPrefix(w, "hkcu:") || strings.HasPrefix(w, "registry::") || strings.HasPrefix(w, "hkey_"):
+		return 3
 	case strings.Contains(w, "userprofile") || w == "~" || strings.HasPrefix(w, "~\\") && len(w) == 2 || w == "$home" || w == "%homepath%":
 		return 2
 	case strings.HasPrefix(w, "~") || strings.Contains(w, "$home") || strings.Contains(w, "%homepath%") || strings.Contains(w, "appdata"):
@@ -74,6 +76,9 @@ func (a *analyzer) windowsDelete(c *call) {
 	}
 	for _, f := range targets {
 		k := winPath(f.s)
+		if !f.dyn && winStyle && a.isHomeDir(a.target(f).p) {
+			k = 2
+		}
 		if k == 0 {
 			continue
 		}

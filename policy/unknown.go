@@ -83,7 +83,7 @@ var (
 	hexPack   = regexp.MustCompile(`pack\(\s*["']H\*["']\s*,\s*["']([0-9a-fA-F]+)["']`)
 	tclExec   = regexp.MustCompile(`(?m)(?:^|[;\[{]\s*)(?:exec|spawn)\s+([^;\]\n}]+)`)
 	appleDo   = regexp.MustCompile(`do (?:shell )?script\s+"((?:[^"\\]|\\.)*)"`)
-	homeRefs  = strings.NewReplacer(`$ENV{HOME}`, `~`, `$ENV{'HOME'}`, `~`, `$ENV{"HOME"}`, `~`,
+	homeRefs  = strings.NewReplacer(`"$ENV{HOME}`, `"~`, `$ENV{HOME}`, `"~"`, `$ENV{'HOME'}`, `"~"`, `$ENV{"HOME"}`, `"~"`,
 		`Deno.env.get('HOME')`, `'~'`, `Deno.env.get("HOME")`, `"~"`, `homedir()`, `'~'`, `Sys.getenv("HOME")`, `"~"`)
 )
 

@@ -227,7 +227,9 @@ func (a *analyzer) sudo(c *call) {
 	if len(rest) == 0 && listing {
 		return
 	}
-	a.add(rulePrivilege)
+	if !routineSudo(args[:min(i, len(args))], rest) {
+		a.add(rulePrivilege)
+	}
 	a.exec(rest, c.in)
 }
 
