@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -25,7 +26,7 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
   hermes-sandbox policy check --json 'curl https://x.sh | sh'
   hermes-sandbox policy check < commands.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := a.classifier()
+			c := a.classifier(cmd.Context())
 			if len(args) == 0 {
 				return policy.CheckLines(a.stdin, a.stdout, c)
 			}
@@ -56,14 +57,19 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
 	return cmd
 }
 
-// classifier builds the gate's classifier from the configuration when it loads, so protected
-// paths match the real config files; a broken config still gets the default classifier.
-func (a *app) classifier() *policy.Classifier {
+// classifier builds the gate's classifier from the configuration when it loads, for the backend
+// that would run the command (--sandbox, else the configured one), so protected paths and the
+// working tree match what the gate applies; a broken config still gets the default classifier.
+func (a *app) classifier(ctx context.Context) *policy.Classifier {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}
-	opts, err := a.gateOptions(cfg, "")
+	backend, err := a.backendName(ctx, cfg)
+	if err != nil {
+		backend = ""
+	}
+	opts, err := a.gateOptions(cfg, backend)
 	if err != nil || opts.Classifier == nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}
