@@ -16,7 +16,7 @@ var regenerableDirs = map[string]bool{
 	"node_modules": true, "dist": true, "build": true, "target": true, ".next": true, ".nuxt": true, "out": true,
 	"__pycache__": true, ".pytest_cache": true, ".mypy_cache": true, ".ruff_cache": true, ".venv": true, "venv": true,
 	".tox": true, "coverage": true, ".nyc_output": true, ".gradle": true, ".terraform": true, ".parcel-cache": true,
-	".turbo": true, ".svelte-kit": true, ".angular": true, "obj": true, "DerivedData": true, ".cache": true,
+	".turbo": true, ".svelte-kit": true, ".angular": true, "obj": true, "DerivedData": true,
 	"_build": true, "deps": true, ".dart_tool": true, ".eggs": true, "htmlcov": true,
 }
 
@@ -26,14 +26,12 @@ func (a *analyzer) regenerable(t target) bool {
 	if t.dyn || t.glob {
 		return false
 	}
+	// Build outputs and dependency directories of a project under home.
+	// Shared caches (~/.cache, ~/.npm) are not included: wiping them is a
+	// choice for the person, not routine work in one project.
 	rel, ok := a.homeRel(t.p)
-	if !ok || rel == "" || strings.Count(rel, "/") < 1 && !strings.HasPrefix(rel, ".cache") {
+	if !ok || strings.Count(rel, "/") < 2 || strings.HasPrefix(rel, ".") {
 		return false
-	}
-	for _, c := range [...]string{".cache/", ".npm/_cacache", ".npm/_npx", ".npm/_logs", "Library/Caches/", ".gradle/caches", ".m2/repository", "go/pkg/mod", ".cargo/registry", ".rustup/tmp", ".pnpm-store", ".yarn/cache", ".bun/install/cache", ".cache"} {
-		if strings.HasPrefix(rel, c) {
-			return true
-		}
 	}
 	return regenerableDirs[path.Base(rel)]
 }
@@ -139,7 +137,7 @@ func (a *analyzer) destroyRules(c *call) {
 		}
 	case "shred":
 		for _, f := range nonOptions(c.args, "nsx") {
-			if !strings.HasPrefix(f.s, "/dev/") && !strings.HasPrefix(f.s, "-") {
+			if !strings.HasPrefix(f.s, "/dev/") && !strings.HasPrefix(f.s, "-") && (f.dyn || !a.inside(a.target(f))) {
 				a.truncateTarget(f)
 			}
 		}

@@ -64,7 +64,7 @@ func (a *analyzer) netRules(c *call) {
 			case strings.HasPrefix(f.s, "/proc/") && strings.HasSuffix(f.s, "/environ"):
 				a.add(ruleReadCreds)
 			case f.dyn:
-			case isDotEnv(f.s) && c.name != "cp", isBrowserStore(a.target(f).p):
+			case isDotEnv(f.s) && c.name != "cp" && !a.inside(a.target(f)), isBrowserStore(a.target(f).p):
 				a.add(ruleReadCreds)
 			}
 		}
@@ -252,9 +252,12 @@ func (a *analyzer) gitRemotes(args []field) {
 		if a.newRemotes[r.s] || strings.Contains(r.s, "://") || isRemoteSpec(r.s) && strings.Contains(r.s, "@") {
 			a.add(ruleExfil)
 		}
+		// "git push origin :ref" is a cryptic spelling of a delete; --delete
+		// of a release, production or version ref is more than tidying up.
 		deleting := q.has("--delete", "-d")
 		for _, ref := range q.pos[1:] {
-			if deleting || strings.HasPrefix(ref.s, ":") && len(ref.s) > 1 {
+			name := strings.TrimPrefix(strings.TrimPrefix(ref.s, ":"), "refs/heads/")
+			if strings.HasPrefix(ref.s, ":") && len(ref.s) > 1 || deleting && releaseRef(name) {
 				a.add(ruleGitRemoteRefDelete)
 			}
 		}
@@ -303,7 +306,7 @@ func (a *analyzer) httpRules(c *call) {
 	args := c.args
 	for i := 0; i < len(args); i++ {
 		s := args[i].s
-		if args[i].t&tSecret != 0 {
+		if args[i].t&tSecret != 0 && !authHeader(args, i) {
 			secret = true
 		}
 		switch {
@@ -463,4 +466,24 @@ func dockerRunCommand(args []field) []field {
 		return out
 	}
 	return nil
+}
+
+// releaseRef reports whether a ref names a release, production or version line.
+func releaseRef(name string) bool {
+	for _, p := range [...]string{"release", "prod", "main", "master", "stable", "hotfix", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// authHeader reports whether args[i] is an Authorization header: a token
+// sent the way its service expects, not smuggled in a URL or a body.
+func authHeader(args []field, i int) bool {
+	s := strings.ToLower(args[i].s)
+	if i > 0 && (args[i-1].s == "-H" || args[i-1].s == "--header") {
+		return strings.HasPrefix(s, "authorization:")
+	}
+	return strings.HasPrefix(s, "--header=authorization:") || strings.HasPrefix(s, "-hauthorization:")
 }

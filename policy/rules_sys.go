@@ -679,7 +679,7 @@ func (a *analyzer) hostMount(src string) {
 	p := t.p
 	switch {
 	case p == "/" || systemTops[p] && p != "/mnt" && p != "/media" && p != "/opt" && p != "/srv",
-		strings.HasSuffix(p, "docker.sock"), strings.HasSuffix(p, "containerd.sock"), a.isCredential(t), a.isSSHDir(p),
+		strings.HasSuffix(p, "docker.sock"), strings.HasSuffix(p, "containerd.sock"), a.isSSHDir(p),
 		within(p, "/etc"), within(p, "/proc"), within(p, "/sys"), within(p, "/dev"), within(p, "/boot"),
 		a.isHomeDir(p) && !a.inside(t), a.isProtected(t):
 		a.add(ruleContainerEscape)
