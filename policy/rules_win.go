@@ -41,7 +41,10 @@ func winPath(s string) int {
 		if after == "" || after == "*" {
 			return 3
 		}
-		if _, tail, ok := strings.Cut(strings.ReplaceAll(after, "/", "\\"), "\\"); ok && (tail == "" || tail == "*" || tail == "*.*") {
+		if !strings.ContainsAny(rest, "\\/") {
+			return 1 // separators lost to shell quoting: depth unknown
+		}
+		if _, tail, ok := strings.Cut(strings.ReplaceAll(after, "/", "\\"), "\\"); !ok || tail == "" || tail == "*" || tail == "*.*" {
 			return 2
 		}
 		return 1
