@@ -57,7 +57,7 @@ func (a *analyzer) cliMatch(name string, args []field) {
 		}
 	}
 	rules := cliRulesFor(name)
-	if wild := cliRulesFor("*"); len(wild) > 0 {
+	if wild := cliRulesFor("*"); len(wild) > 0 && hasLongOrC(args) {
 		rules = append(rules[:len(rules):len(rules)], wild...)
 	}
 	if len(rules) == 0 {
@@ -352,4 +352,15 @@ func (a *analyzer) printSecret(c *call) {
 			}
 		}
 	}
+}
+
+// hasLongOrC reports whether args hold a long option or -c, the only
+// shapes the rows that apply to every command look at.
+func hasLongOrC(args []field) bool {
+	for _, f := range args {
+		if strings.HasPrefix(f.s, "--") || f.s == "-c" {
+			return true
+		}
+	}
+	return false
 }
