@@ -142,37 +142,29 @@ func (a *analyzer) infiniteCond(x *syntax.WhileClause) bool {
 // spawnsWithoutPause reports whether a loop body starts background jobs
 // and never sleeps, waits or blocks on input.
 func spawnsWithoutPause(body []*syntax.Stmt) bool {
-	bg, pause := false, false
-	for _, s := range body {
-		syntax.Walk(s, func(n syntax.Node) bool {
-			switch n := n.(type) {
-			case *syntax.Stmt:
-				if n.Background {
-					// A sleep sent to the background does not pause the loop.
-					bg = true
-					return false
-				}
-			case *syntax.CallExpr:
-				if len(n.Args) > 0 {
-					switch cmdBase(n.Args[0].Lit()) {
-					case "sleep", "wait", "read", "break", "exit", "return", "usleep":
-						pause = true
-					}
-				}
-			}
-			return !pause
-		})
-	}
+	bg, _, pause := scanLoop(body)
 	return bg && !pause
 }
 
 // fillsWithoutPause reports whether an endless loop body creates files or
 // directories (or appends to them) and never pauses or stops.
 func fillsWithoutPause(body []*syntax.Stmt) bool {
-	fills, pause := false, false
+	_, fills, pause := scanLoop(body)
+	return fills && !pause
+}
+
+// scanLoop reports whether a loop body starts background jobs, creates or
+// writes files, and pauses or stops (sleep, wait, read, break, exit). A
+// sleep sent to the background does not pause the loop.
+func scanLoop(body []*syntax.Stmt) (bg, fills, pause bool) {
 	for _, s := range body {
 		syntax.Walk(s, func(n syntax.Node) bool {
 			switch n := n.(type) {
+			case *syntax.Stmt:
+				if n.Background {
+					bg = true
+					return false
+				}
 			case *syntax.Redirect:
 				if n.Op == syntax.AppOut || n.Op == syntax.RdrOut {
 					fills = true
@@ -190,7 +182,7 @@ func fillsWithoutPause(body []*syntax.Stmt) bool {
 			return !pause
 		})
 	}
-	return fills && !pause
+	return bg, fills, pause
 }
 
 func (a *analyzer) defineFunc(name string, body *syntax.Stmt) {

@@ -230,3 +230,16 @@ func mkfsSpec(variant string) *optSpec {
 	}
 	return &optSpec{short: "tLbBcCEgGIjJlmNoOrTUv"}
 }
+
+// hasOpt reports whether args hold one of opts exactly, or start with one
+// that ends in "=" (--output=).
+func hasOpt(args []field, opts ...string) bool {
+	for _, f := range args {
+		for _, o := range opts {
+			if f.s == o || strings.HasSuffix(o, "=") && strings.HasPrefix(f.s, o) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -28,16 +28,7 @@ func (a *analyzer) namespace(c *call) {
 func (a *analyzer) cloud(c *call) {
 	i, verb := firstVerb(c.args, "nHclLsp")
 	rest := c.args[min(i+1, len(c.args)):]
-	has := func(opts ...string) bool {
-		for _, f := range rest {
-			for _, o := range opts {
-				if f.s == o || strings.HasSuffix(o, "=") && strings.HasPrefix(f.s, o) {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(opts ...string) bool { return hasOpt(rest, opts...) }
 	hasWord := func(w string) bool {
 		for _, f := range c.args {
 			if f.s == w {
@@ -148,16 +139,7 @@ func (a *analyzer) docker(verb string, rest []field, c *call) {
 			return
 		}
 	}
-	has := func(opts ...string) bool {
-		for _, f := range rest {
-			for _, o := range opts {
-				if f.s == o || strings.HasSuffix(o, "=") && strings.HasPrefix(f.s, o) {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(opts ...string) bool { return hasOpt(rest, opts...) }
 	switch verb {
 	case "run", "create":
 		a.dockerRun(rest)

@@ -179,34 +179,6 @@ func (a *analyzer) destroyRules(c *call) {
 				a.add(ruleDeleteVCS)
 			}
 		}
-	case "dd":
-		var in, out field
-		count := false
-		for _, f := range c.args {
-			k, v, ok := strings.Cut(f.s, "=")
-			if !ok {
-				continue
-			}
-			g := f
-			g.s = v
-			switch k {
-			case "of":
-				out = g
-			case "if":
-				in = g
-			case "count":
-				count = true
-			}
-		}
-		switch {
-		case out.t&tDevice != 0:
-			a.add(ruleDiskOverwrite)
-		case out.s == "" || strings.HasPrefix(out.s, "/dev/") || !isEndless(in.s):
-		case !count:
-			a.add(ruleFillDisk)
-		case a.outsideHome(a.target(field{s: a.expandHome(out.s), dyn: out.dyn})):
-			a.add(ruleTruncate)
-		}
 	case "cp":
 		files, dst := copyArgs(c.args, "STgmob")
 		if len(files) == 1 && (files[0].s == "/dev/null" || isEndless(files[0].s)) && !strings.HasPrefix(dst.s, "/dev/") {

@@ -37,16 +37,7 @@ func (a *analyzer) gitSub(sub string, rest []field, c *call) {
 	if sp := optSpecs["git "+sub]; sp != nil {
 		rest = sp.canon(rest)
 	}
-	has := func(opts ...string) bool {
-		for _, f := range rest {
-			for _, o := range opts {
-				if f.s == o || strings.HasSuffix(o, "=") && strings.HasPrefix(f.s, o) {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(opts ...string) bool { return hasOpt(rest, opts...) }
 	shortHas := func(ch byte) bool {
 		for _, f := range rest {
 			if s := f.s; len(s) > 1 && s[0] == '-' && s[1] != '-' && strings.IndexByte(s[1:], ch) >= 0 {

@@ -278,6 +278,8 @@ func (a *analyzer) editFiles(args []field) {
 }
 
 func (a *analyzer) dd(c *call) {
+	var in, out field
+	count := false
 	for _, f := range c.args {
 		k, v, ok := strings.Cut(f.s, "=")
 		if !ok {
@@ -287,12 +289,27 @@ func (a *analyzer) dd(c *call) {
 		g.s = v
 		switch k {
 		case "of":
+			out = g
 			a.writeTarget(g, wRaw, desc{})
 		case "if":
+			in = g
 			if !g.dyn && a.isCredential(a.target(g)) {
 				a.add(ruleReadCreds)
 			}
+		case "count":
+			count = true
 		}
+	}
+	// A device computed at run time, an endless source with no count (fills
+	// the disk), or zeros over a document outside the working tree.
+	switch {
+	case out.t&tDevice != 0:
+		a.add(ruleDiskOverwrite)
+	case out.s == "" || strings.HasPrefix(out.s, "/dev/") || !isEndless(in.s):
+	case !count:
+		a.add(ruleFillDisk)
+	case a.outsideHome(a.target(field{s: a.expandHome(out.s), dyn: out.dyn})):
+		a.add(ruleTruncate)
 	}
 }
 
