@@ -78,6 +78,7 @@ type analyzer struct {
 	files map[string]desc // data written to files earlier in the command
 
 	newRemotes map[string]bool // git remotes added or re-pointed earlier in the command
+	piping     int             // inside a pipeline stage whose output feeds the next
 
 	// Reverse-shell bookkeeping: what the current pipeline stage runs.
 	stageNet, stageShell bool
@@ -443,9 +444,15 @@ func (a *analyzer) pipeline(x *syntax.BinaryCmd, in desc) desc {
 	defer func() { a.forking-- }()
 	net, shell := false, false
 	cur := in
-	for _, st := range stages {
+	for k, st := range stages {
 		a.stageNet, a.stageShell = false, false
+		if k < len(stages)-1 {
+			a.piping++
+		}
 		cur = a.walkStmt(st, cur)
+		if k < len(stages)-1 {
+			a.piping--
+		}
 		net = net || a.stageNet
 		shell = shell || a.stageShell
 	}

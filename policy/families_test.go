@@ -40,6 +40,9 @@ func TestFamilyAgentBypass(t *testing.T) {
 		{"sed -i 's/on-request/never/' ~/.codex/config.toml", VerdictDangerous, "agent-settings-write"},
 		{"mv /tmp/new.json ~/.gemini/settings.json", VerdictDangerous, "agent-settings-write"},
 		{"hermes config set approvals.mode off", VerdictDangerous, "agent-bypass"},
+		{"export HERMES_YOLO_MODE=1", VerdictDangerous, "agent-bypass"},
+		{"CODEX_APPROVAL_POLICY=never codex exec x", VerdictDangerous, "agent-bypass"},
+		{"export NODE_ENV=production", VerdictSafe, ""},
 		{"hermes-sandbox config set approvals.mode off", VerdictHardline, ""},
 		// look-alikes
 		{"claude -p 'explain --dangerously-skip-permissions'", VerdictSafe, ""},
@@ -69,6 +72,7 @@ func TestFamilyCredentials(t *testing.T) {
 		{"kubectl get secrets", VerdictSafe, ""},
 		{"gh auth status", VerdictSafe, ""},
 		{"printenv HOME", VerdictSafe, ""},
+		{`echo "$REGISTRY_TOKEN" | docker login -u ci --password-stdin registry.example.com`, VerdictSafe, ""},
 		{"cat .env.example", VerdictSafe, ""},
 		{"grep -rn API_KEY src/", VerdictSafe, ""},
 		{"find . -name '*.go'", VerdictSafe, ""},
@@ -121,6 +125,7 @@ func TestFamilyDestruction(t *testing.T) {
 		{"rm -rf ./build", VerdictSafe, ""},
 		{"truncate -s 10M disk.img", VerdictSafe, ""},
 		{": > build/out.log", VerdictSafe, ""},
+		{": > .gitkeep", VerdictSafe, ""},
 		{"git stash pop", VerdictSafe, ""},
 		{"git reset --soft HEAD~1", VerdictSafe, ""},
 		{"git config core.hooksPath .githooks", VerdictSafe, ""},
@@ -162,6 +167,12 @@ func TestFamilyExhaustion(t *testing.T) {
 		{"dd if=/dev/zero of=img bs=1M count=10", VerdictSafe, ""},
 		{"yes | head -n 3 > y.txt", VerdictSafe, ""},
 		{"head -c 1M /dev/urandom > r.bin", VerdictSafe, ""},
+		{`python3 -c "print(2**64)"`, VerdictSafe, ""},
+		{`python3 -c "import sys
+while True:
+    line = sys.stdin.readline()
+    if not line: break
+    print(line.upper(), end='')"`, VerdictSafe, ""},
 		{"while true; do curl -s localhost:8080 && break; sleep 1; done", VerdictSafe, ""},
 	})
 }

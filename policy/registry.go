@@ -154,7 +154,8 @@ var cliRules = []cliRule{
 	{cmd: "aws", sub: "ssm get-parameter|get-parameters|get-parameters-by-path|get-parameter-history", opt: "--with-decryption", rule: ruleCloudSecret},
 	{cmd: "aws", sub: "ecr|ecr-public get-login-password", rule: ruleCloudSecret},
 	{cmd: "aws", sub: "sts get-session-token|assume-role", rule: ruleCloudSecret},
-	{cmd: "aws", sub: "configure get|export-credentials", rule: ruleCloudSecret},
+	{cmd: "aws", sub: "configure get", opt: "~secret|~access_key|~session_token", rule: ruleCloudSecret},
+	{cmd: "aws", sub: "configure export-credentials", rule: ruleCloudSecret},
 	{cmd: "gcloud", sub: "secrets versions access", rule: ruleCloudSecret},
 	{cmd: "gcloud", sub: "auth print-access-token|print-identity-token|print-refresh-token", rule: ruleCloudSecret},
 	{cmd: "gcloud", sub: "auth application-default print-access-token", rule: ruleCloudSecret},
@@ -164,7 +165,7 @@ var cliRules = []cliRule{
 	{cmd: "az", sub: "storage account keys|show-connection-string", rule: ruleCloudSecret},
 	{cmd: "vault", sub: "kv get|read|patch", rule: ruleCloudSecret},
 	{cmd: "vault", sub: "read|print", rule: ruleCloudSecret},
-	{cmd: "kubectl oc", sub: "get secret|secrets|secret/*|secrets/*", opt: "-o*|--output*|--template*", rule: ruleCloudSecret},
+	{cmd: "kubectl oc", sub: "get secret|secrets|secret/*|secrets/*", opt: "-o*|--output*|--template*", not: "-oname|-o=name|--output=name|-owide|-o=wide|--output=wide", rule: ruleCloudSecret},
 	{cmd: "kubectl oc", sub: "config view", opt: "--raw|--flatten", rule: ruleCloudSecret},
 	{cmd: "kubectl oc", sub: "create token", rule: ruleCloudSecret},
 	{cmd: "gh", sub: "auth token", rule: ruleCloudSecret},
@@ -214,10 +215,11 @@ var cliRules = []cliRule{
 	{cmd: "helm", sub: "push", rule: rulePublish},
 	{cmd: "gh", sub: "release delete|delete-asset", rule: rulePublish},
 	{cmd: "gh", sub: "repo delete|archive|rename|transfer", rule: rulePublish},
-	{cmd: "gh", sub: "repo edit", opt: "--visibility*|--default-branch*", rule: rulePublish},
+	{cmd: "gh", sub: "repo edit", opt: "--visibility*", rule: rulePublish},
 	{cmd: "gh", sub: "secret|variable set|delete|remove", rule: rulePublish},
-	{cmd: "gh", sub: "workflow run|enable|disable", rule: rulePublish},
-	{cmd: "gh", sub: "api", opt: "-x=delete|--method=delete|-xdelete|-x=put|--method=put|-x=patch|--method=patch", rule: rulePublish},
+	{cmd: "gh", sub: "workflow run", opt: "~deploy|~release|~prod|~publish", rule: rulePublish},
+	{cmd: "gh", sub: "workflow disable", rule: rulePublish},
+	{cmd: "gh", sub: "api", opt: "-x=delete|--method=delete|-xdelete", rule: rulePublish},
 	{cmd: "gh", sub: "ssh-key|gpg-key add|delete", rule: rulePublish},
 	{cmd: "glab", sub: "repo delete|archive", rule: rulePublish},
 
@@ -315,7 +317,6 @@ var cliRules = []cliRule{
 	{cmd: "tmutil", sub: "delete|disable|deletelocalsnapshots|thinlocalsnapshots|removedestination", rule: ruleSecurity},
 	{cmd: "xattr", opt: "-d*|-c*|-r*&~com.apple.quarantine", rule: ruleSecurity},
 	{cmd: "xattr", opt: "-cr|-rc", rule: ruleSecurity},
-	{cmd: "defaults", sub: "delete", rule: ruleTruncate},
 	{cmd: "osascript", opt: "~shut down|~restart|~log out", rule: ruleShutdown},
 	{cmd: "osascript", opt: "~empty trash", rule: ruleDeleteOutside},
 	{cmd: "csrutil", sub: "disable|clear", rule: ruleSecurity},
@@ -346,6 +347,9 @@ func (a *analyzer) printSecret(c *call) {
 			}
 		}
 	case "echo", "printf":
+		if a.piping > 0 {
+			return // fed to another program (docker login --password-stdin)
+		}
 		for _, f := range c.args {
 			if f.t&tSecret != 0 && f.dyn {
 				a.add(ruleCloudSecret)

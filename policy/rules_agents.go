@@ -150,3 +150,19 @@ func isSecretName(name string) bool {
 	}
 	return false
 }
+
+// agentBypassEnv reports whether setting an environment variable turns an
+// agent's approvals or sandbox off (HERMES_YOLO_MODE=1,
+// CODEX_APPROVAL_POLICY=never, CLAUDE_CODE_SKIP_PERMISSIONS=true).
+func agentBypassEnv(name, val string) bool {
+	n, v := strings.ToUpper(name), strings.ToLower(strings.TrimSpace(val))
+	on := v == "1" || v == "true" || v == "yes" || v == "on"
+	switch {
+	case strings.Contains(n, "YOLO") || strings.Contains(n, "DANGEROUSLY") || strings.Contains(n, "SKIP_PERMISSION") ||
+		strings.Contains(n, "BYPASS") || strings.Contains(n, "AUTO_APPROVE") || strings.Contains(n, "AUTOAPPROVE"):
+		return on || v == "bypasspermissions"
+	case strings.Contains(n, "APPROVAL") || strings.Contains(n, "PERMISSION_MODE") || strings.Contains(n, "SANDBOX_MODE"):
+		return v == "off" || v == "never" || v == "none" || v == "yolo" || v == "danger-full-access" || v == "bypasspermissions" || v == "false" || v == "0"
+	}
+	return false
+}

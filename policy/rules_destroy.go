@@ -43,6 +43,13 @@ var vcsDirs = map[string]bool{".git": true, ".hg": true, ".svn": true, ".bzr": t
 // or its parent.
 var everythingHere = map[string]bool{"*": true, "./*": true, ".": true, "./": true, "..": true, "../": true, "../*": true, "./.*": true, ".*": true, "* .*": true}
 
+// dataFileExts are extensions of databases and documents.
+var dataFileExts = map[string]bool{
+	".db": true, ".sqlite": true, ".sqlite3": true, ".mdb": true, ".accdb": true, ".docx": true, ".doc": true,
+	".xlsx": true, ".xls": true, ".pptx": true, ".pdf": true, ".tex": true, ".odt": true, ".ods": true, ".kdbx": true,
+	".pages": true, ".numbers": true, ".rtf": true, ".parquet": true, ".ledger": true,
+}
+
 // truncateTarget judges emptying f (": > f", "truncate -s 0 f", "cp
 // /dev/null f"). Logs and temp files are emptied routinely.
 func (a *analyzer) truncateTarget(f field) {
@@ -57,6 +64,11 @@ func (a *analyzer) truncateTarget(f field) {
 	base := path.Base(t.p)
 	if strings.HasPrefix(t.p, "/dev/") || isTemp(t.p) || strings.Contains(base, ".log") || strings.HasSuffix(base, ".out") ||
 		strings.HasSuffix(base, ".tmp") || strings.HasSuffix(base, ".lock") || strings.HasSuffix(base, ".pid") {
+		return
+	}
+	// Inside the working tree, emptying a file is routine (": > .gitkeep")
+	// unless it holds data or a document.
+	if a.inside(t) && !dataFileExts[strings.ToLower(path.Ext(base))] {
 		return
 	}
 	a.add(ruleTruncate)

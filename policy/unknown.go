@@ -79,7 +79,7 @@ func computedWord(w *syntax.Word) bool {
 var (
 	infiniteMarks = []string{"while true", "while 1", "while(1)", "while (1)", "while(true)", "while (true)", "for(;;)",
 		"for (;;)", "iter(int", "loop {", "loop do", "itertools.count", "while :", "1 while", "while(){", "until false"}
-	hugeAlloc = regexp.MustCompile(`\*\*\s*(1[2-9]|[2-9][0-9])\b|\b1e1[2-9]\b|<<\s*(4[0-9]|[5-9][0-9])\b`)
+	hugeAlloc = regexp.MustCompile(`\*\s*10\s*\*\*\s*(1[2-9]|[2-9][0-9])\b|\(\s*1e1[2-9]\s*\)`)
 	hexPack   = regexp.MustCompile(`pack\(\s*["']H\*["']\s*,\s*["']([0-9a-fA-F]+)["']`)
 	tclExec   = regexp.MustCompile(`(?m)(?:^|[;\[{]\s*)(?:exec|spawn)\s+([^;\]\n}]+)`)
 	appleDo   = regexp.MustCompile(`do (?:shell )?script\s+"((?:[^"\\]|\\.)*)"`)
@@ -95,7 +95,7 @@ func (a *analyzer) codeExtra(lang, code string) {
 		a.add(ruleTooComplex)
 	}
 	low := strings.ToLower(code)
-	infinite := containsAny(low, infiniteMarks)
+	infinite := containsAny(low, infiniteMarks) && !containsAny(low, []string{"break", "return", "exit(", "sleep"})
 	if infinite && containsAny(low, []string{"fork", "spawn", "popen", "start-process"}) {
 		a.add(ruleForkBomb)
 	}
