@@ -95,6 +95,8 @@ func TestFamilyExfiltration(t *testing.T) {
 		{"dig example.com", VerdictSafe, ""},
 		{"git remote add upstream https://github.com/o/r.git", VerdictSafe, ""},
 		{"git push origin main", VerdictSafe, ""},
+		{"git remote add origin git@github.com:me/new.git && git push -u origin main", VerdictSafe, ""},
+		{`curl -u "$USER:$API_TOKEN" https://example.atlassian.net/rest/api/3/myself`, VerdictSafe, ""},
 		{"tar czf src.tgz src/", VerdictSafe, ""},
 	})
 }
@@ -188,6 +190,7 @@ func TestFamilySupervisor(t *testing.T) {
 		{"taskkill /F /IM node.exe", VerdictDangerous, "kill-supervisor"},
 		// look-alikes
 		{"kill -0 $PPID", VerdictSafe, ""},
+		{"kill -HUP $PPID", VerdictSafe, ""},
 		{"kill %1", VerdictSafe, ""},
 		{"pkill -f 'python3 -m http.server'", VerdictSafe, ""},
 		{"pgrep -f hermes-sandbox", VerdictSafe, ""},

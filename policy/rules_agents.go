@@ -66,10 +66,8 @@ func (a *analyzer) killSupervisor(c *call) {
 		if v, ok := p.value("-s", "--signal", "-n"); ok && harmlessSignal(v.s) {
 			return
 		}
-		for _, o := range p.opts {
-			if harmlessSignal(o.name) {
-				return
-			}
+		if len(c.args) > 0 && strings.HasPrefix(c.args[0].s, "-") && harmlessSignal(c.args[0].s) {
+			return // kill -HUP, kill -0
 		}
 		for _, f := range p.pos {
 			if f.t&tSupervisor != 0 {

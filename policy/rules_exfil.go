@@ -227,7 +227,9 @@ func (a *analyzer) gitRemotes(args []field) {
 	}
 	switch pos[0].s {
 	case "remote":
-		if len(pos) >= 4 && (pos[1].s == "add" || pos[1].s == "set-url") {
+		// The first remote of a new repository (remote add origin) is routine;
+		// re-pointing an existing one is not.
+		if len(pos) >= 4 && (pos[1].s == "add" && pos[2].s != "origin" || pos[1].s == "set-url") {
 			if a.newRemotes == nil {
 				a.newRemotes = map[string]bool{}
 			}
@@ -485,5 +487,8 @@ func authHeader(args []field, i int) bool {
 	if i > 0 && (args[i-1].s == "-H" || args[i-1].s == "--header") {
 		return strings.HasPrefix(s, "authorization:")
 	}
-	return strings.HasPrefix(s, "--header=authorization:") || strings.HasPrefix(s, "-hauthorization:")
+	if i > 0 && (args[i-1].s == "-u" || args[i-1].s == "--user") {
+		return true // basic authentication with the service
+	}
+	return strings.HasPrefix(s, "--header=authorization:") || strings.HasPrefix(s, "-hauthorization:") || strings.HasPrefix(s, "--user=")
 }
