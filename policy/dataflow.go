@@ -121,6 +121,9 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 			if isEndless(f.s) {
 				return desc{t: tInfinite}
 			}
+			if f.s == "/dev/null" {
+				continue // contributes nothing
+			}
 			out = concatDesc(out, a.fileContent(f))
 		}
 		if name == "head" || name == "tail" || name == "tac" || name == "nl" {

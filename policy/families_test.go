@@ -108,6 +108,7 @@ func TestFamilyDestruction(t *testing.T) {
 		{"truncate --si=0 data.db", VerdictDangerous, "truncate-file"},
 		{": > ~/notes.md", VerdictDangerous, "truncate-file"},
 		{"cp /dev/null ~/notes.md", VerdictDangerous, "truncate-file"},
+		{"cat /dev/null > ~/thesis.tex", VerdictDangerous, "truncate-file"},
 		{"shred -u ~/report.pdf", VerdictDangerous, "truncate-file"},
 		{"perl -MFile::Path -e 'rmtree(\"/home/u/src\")'", VerdictDangerous, "recursive-delete-outside"},
 		{"chmod -R 000 ~", VerdictDangerous, "recursive-chmod-outside"},
@@ -219,6 +220,7 @@ func TestFamilyInfrastructure(t *testing.T) {
 		{"etcdctl del '' --prefix", VerdictDangerous, "database-destroy"},
 		{"psql -c 'ALTER TABLE t DROP COLUMN c'", VerdictDangerous, "sql-destructive"},
 		{`mysql -e "PREPARE s FROM 'DROP TABLE t'; EXECUTE s"`, VerdictDangerous, "sql-destructive"},
+		{`psql -c "PREPARE p AS DELETE FROM users; EXECUTE p"`, VerdictDangerous, "sql-destructive"},
 		{"kubectl scale deploy --all --replicas=0", VerdictDangerous, "cloud-destroy"},
 		// look-alikes
 		{"curl -X DELETE http://localhost:8080/api/items/42", VerdictSafe, ""},

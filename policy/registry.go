@@ -142,7 +142,7 @@ func patAny(pats, s string) bool {
 var cliRules = []cliRule{
 	// Other agents' bypass switches (any command: agent CLIs are many and new).
 	{cmd: "*", opt: "--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|--dangerously-allow-all|--allow-dangerously-skip-permissions|--permission-mode=bypasspermissions|--yolo|--approval-mode=yolo|--ask-for-approval=never|--sandbox=danger-full-access|-c=approval_policy=never|-c=~danger-full-access|--config=approval_policy=never", rule: ruleAgentBypass},
-	{cmd: "codex", opt: "-a=never|-s=danger-full-access", rule: ruleAgentBypass},
+	{cmd: "codex", opt: "-a=never|-s=danger-full-access|~danger-full-access|~approval_policy=never|~approval_policy=\"never\"", rule: ruleAgentBypass},
 	{cmd: "gemini qwen", opt: "-y", rule: ruleAgentBypass},
 	{cmd: "aider", opt: "--yes-always|--yes", rule: ruleAgentBypass},
 	{cmd: "cursor-agent", opt: "--force|-f", rule: ruleAgentBypass},
@@ -241,7 +241,7 @@ var cliRules = []cliRule{
 	{cmd: "kubectl oc", sub: "create clusterrolebinding|rolebinding", opt: "~cluster-admin|~admin", rule: ruleIAM},
 
 	// Databases and infrastructure by other doors.
-	{cmd: "etcdctl", sub: "del|delete", opt: "--prefix|--from-key", rule: ruleDatabase},
+	{cmd: "etcdctl", sub: "del|delete", opt: "--prefix*|--from-key*", rule: ruleDatabase},
 	{cmd: "consul", sub: "kv delete", rule: ruleDatabase},
 	{cmd: "nomad", sub: "job stop", opt: "-purge", rule: ruleCloud},
 	{cmd: "nomad", sub: "system gc", rule: ruleCloud},

@@ -122,6 +122,13 @@ func destructiveSQL(text string) bool {
 			}
 		case "TRUNCATE":
 			return true
+		case "PREPARE", "EXPLAIN":
+			// PREPARE name AS statement: judge the statement.
+			for k, x := range w {
+				if x == "AS" && k+1 < len(w) && destructiveSQL(strings.Join(w[k+1:], " ")) {
+					return true
+				}
+			}
 		case "ALTER":
 			if containsWord(w, "DROP") {
 				return true
