@@ -78,3 +78,22 @@ func TestImportHermes(t *testing.T) {
 		t.Errorf("a second import found changes:\n%s", out)
 	}
 }
+
+func TestExecRejectsNonPositiveTimeoutAndShowsUserLines(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	for _, v := range []string{"0", "-1s"} {
+		code, _, errOut := e.run("", "exec", "--timeout", v, "--", "true")
+		if code != 2 || !strings.Contains(errOut, "positive duration") {
+			t.Errorf("exec --timeout %s: exit %d, %q; want a usage error", v, code, errOut)
+		}
+	}
+	code, _, errOut := e.run("", "exec", "-c", "true\nnosuchprog-xyz")
+	if code != 127 || !strings.Contains(errOut, "line 2") {
+		t.Errorf("exec -c 'true; nosuchprog' (two lines): exit %d, stderr %q; want 127 and the user's line 2", code, errOut)
+	}
+	_, out, _ := e.run("", "exec", "--help")
+	if strings.Contains(out, "--background hermes-sandbox") {
+		t.Errorf("exec --help shows --background as taking an argument:\n%s", out)
+	}
+}
