@@ -115,6 +115,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.jobsCmd(),
 		agentCmd(),
 	)
+	a.registerCompletions(root)
 	return root
 }
 

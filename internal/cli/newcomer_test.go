@@ -97,3 +97,40 @@ func TestExecRejectsNonPositiveTimeoutAndShowsUserLines(t *testing.T) {
 		t.Errorf("exec --help shows --background as taking an argument:\n%s", out)
 	}
 }
+
+func TestShellCompletion(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	complete := func(args ...string) string {
+		t.Helper()
+		return e.mustRun(append([]string{"__complete"}, args...)...)
+	}
+	if out := complete("config", "set", "docker.mem"); !strings.Contains(out, "docker.memory_limit") {
+		t.Errorf("config key completion:\n%s", out)
+	}
+	if out := complete("config", "set", "terminal_docker"); !strings.Contains(out, "terminal_docker_image") {
+		t.Errorf("alias completion:\n%s", out)
+	}
+	if out := complete("config", "set", "sandbox", ""); !strings.Contains(out, "docker") || !strings.Contains(out, "local") {
+		t.Errorf("backend value completion:\n%s", out)
+	}
+	if out := complete("--sandbox", ""); !strings.Contains(out, "singularity") {
+		t.Errorf("--sandbox completion:\n%s", out)
+	}
+	e.mustRun("exec", "--session", "compl-one", "--", "true")
+	if out := complete("sessions", "rm", ""); !strings.Contains(out, "compl-one") {
+		t.Errorf("session completion:\n%s", out)
+	}
+	id := strings.TrimSpace(e.mustRun("exec", "--session", "compl-one", "--background", "-c", "sleep 30"))
+	if out := complete("jobs", "poll", "--session", "compl-one", ""); !strings.Contains(out, id) {
+		t.Errorf("job id completion lacks %q:\n%s", id, out)
+	}
+	e.mustRun("jobs", "kill", "--session", "compl-one", id)
+	e.mustRun("sessions", "rm", "compl-one")
+	if out := complete("jobs", "poll", "--session", "never-made", ""); strings.Contains(out, "job-") {
+		t.Errorf("completion listed jobs of a session that does not exist:\n%s", out)
+	}
+	if out := e.mustRun("sessions", "list"); strings.Contains(out, "never-made") {
+		t.Errorf("completion created a session:\n%s", out)
+	}
+}
