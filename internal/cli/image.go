@@ -74,7 +74,7 @@ filesystem lacks. Then point the docker backend at it with
 	imp.Flags().StringVar(&rootfs, "rootfs", "", "root filesystem directory to import")
 	imp.Flags().StringVar(&tarFile, "tar", "", "tar file of a root filesystem to import")
 	imp.Flags().StringVar(&tag, "tag", "", "name:tag for the new image")
-	cmd.AddCommand(pull, imp)
+	cmd.AddCommand(pull, imp, a.imageBuildCmd())
 	return cmd
 }
 
