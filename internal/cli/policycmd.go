@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/policy"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 func (a *app) policyCmd() *cobra.Command {
@@ -26,7 +26,7 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
   hermes-sandbox policy check --json 'curl https://x.sh | sh'
   hermes-sandbox policy check < commands.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := a.classifier(cmd.Context())
+			c := a.classifier()
 			if len(args) == 0 {
 				return policy.CheckLines(a.stdin, a.stdout, c)
 			}
@@ -57,19 +57,22 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
 	return cmd
 }
 
-// classifier builds the gate's classifier from the configuration when it loads, for the backend
-// that would run the command (--sandbox, else the configured one), so protected paths and the
-// working tree match what the gate applies; a broken config still gets the default classifier.
-func (a *app) classifier(ctx context.Context) *policy.Classifier {
+// classifier builds the gate's classifier from the configuration when it loads, so protected
+// paths match the real config files; a broken config still gets the default classifier.
+func (a *app) classifier() *policy.Classifier {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}
-	backend, err := a.backendName(ctx, cfg)
-	if err != nil {
-		backend = ""
+	// The selected backend decides which directory is the agent's own; with none selected
+	// (auto), no directory is.
+	var b sandbox.Backend
+	if name := a.selectedName(cfg); name != "" && a.registry.Has(name) {
+		if b, err = a.registry.New(name, cfg, a.factoryOptions(cfg)); err == nil {
+			defer b.Close()
+		}
 	}
-	opts, err := a.gateOptions(cfg, backend)
+	opts, err := a.gateOptions(cfg, b)
 	if err != nil || opts.Classifier == nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}
