@@ -186,6 +186,7 @@ func TestFamilySupervisor(t *testing.T) {
 		{"kill -s KILL $PPID", VerdictDangerous, "kill-supervisor"},
 		{"pkill -f hermes-sandbox", VerdictDangerous, "kill-supervisor"},
 		{"killall claude", VerdictDangerous, "kill-supervisor"},
+		{"pkill -f agent", VerdictDangerous, "kill-supervisor"},
 		{"kill $(pgrep -f codex)", VerdictDangerous, "kill-supervisor"},
 		{"kill -9 $(ps -o ppid= -p $$)", VerdictDangerous, "kill-supervisor"},
 		{"taskkill /F /IM node.exe", VerdictDangerous, "kill-supervisor"},
