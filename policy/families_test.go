@@ -44,6 +44,8 @@ func TestFamilyAgentBypass(t *testing.T) {
 		{"CODEX_APPROVAL_POLICY=never codex exec x", VerdictDangerous, "agent-bypass"},
 		{"export NODE_ENV=production", VerdictSafe, ""},
 		{"hermes-sandbox config set approvals.mode off", VerdictHardline, ""},
+		{"hermes-sandbox config import-hermes /tmp/x --yes", VerdictHardline, "gate-config-change"},
+		{`python3 -c "import json;p='/home/u/.claude/settings.json';d=json.load(open(p));d['x']=1;json.dump(d,open(p,'w'))"`, VerdictDangerous, "agent-settings-write"},
 		// look-alikes
 		{"claude -p 'explain --dangerously-skip-permissions'", VerdictSafe, ""},
 		{"codex -s workspace-write exec 'add tests'", VerdictSafe, ""},

@@ -210,6 +210,11 @@ sub:
 			return
 		}
 		verb := rest[0].s
+		if verb == "import-hermes" {
+			// Brings approvals.* and the rest over from a Hermes directory.
+			a.add(ruleGateConfigChange)
+			return
+		}
 		keys := nonOptions(rest[1:], "")
 		switch verb {
 		case "set", "unset", "reset", "edit", "import", "replace", "apply", "delete", "rm", "add", "init":
@@ -233,7 +238,7 @@ sub:
 				strings.HasPrefix(key, "approvals.") || strings.HasPrefix(key, "tools.") ||
 				strings.HasPrefix(key, "loop.") || strings.HasPrefix(key, "audit."):
 				a.add(ruleGateConfigChange)
-			case key == "sandbox" || key == "terminal.backend" || key == "docker.privileged" || key == "docker.network_enabled" ||
+			case key == "sandbox" || key == "terminal.backend" || key == "terminal_backend" || key == "terminal_env" || key == "docker.privileged" || key == "docker.network_enabled" ||
 				key == "docker.read_only_rootfs" || key == "docker.security_opt" || key == "docker.user" || key == "docker" || key == "terminal":
 				a.add(ruleGateConfigOther)
 			}
