@@ -164,3 +164,21 @@ func TestExecEphemeral(t *testing.T) {
 		t.Errorf("ephemeral sessions were left behind:\n%s", out)
 	}
 }
+
+// A setup whose final test fails leaves the previous configuration as it was.
+func TestSetupRestoresConfigWhenTestFails(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	before := e.mustRun("config", "list")
+	code, _, errOut := e.run("", "setup", "ssh", "--non-interactive", "--set", "ssh.host=127.0.0.1", "--set", "ssh.port=1",
+		"--set", "ssh.connect_timeout=2s")
+	if code == 0 {
+		t.Fatalf("setup against a closed port succeeded: %s", errOut)
+	}
+	if !strings.Contains(errOut, "restored the previous settings") {
+		t.Errorf("setup did not say it restored the settings: %s", errOut)
+	}
+	if after := e.mustRun("config", "list"); after != before {
+		t.Errorf("the configuration changed after a failed setup:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
