@@ -113,6 +113,8 @@ func TestFamilyDestruction(t *testing.T) {
 		{"cat /dev/null > ~/thesis.tex", VerdictDangerous, "truncate-file"},
 		{"shred -u ~/report.pdf", VerdictDangerous, "truncate-file"},
 		{"perl -MFile::Path -e 'rmtree(\"/home/u/src\")'", VerdictDangerous, "recursive-delete-outside"},
+		{`perl -e 'unlink glob("$ENV{HOME}/Documents/*")'`, VerdictDangerous, "recursive-delete-outside"},
+		{`python3 -c "import glob,os; [os.remove(f) for f in glob.glob('build/*.o')]"`, VerdictSafe, ""},
 		{"chmod -R 000 ~", VerdictDangerous, "recursive-chmod-outside"},
 		{"chown -R nobody ~", VerdictDangerous, "recursive-chmod-outside"},
 		{"xargs rm -rf < dirs.txt", VerdictDangerous, "delete-unresolved-target"},
