@@ -13,7 +13,10 @@ const envPrefix = "HERMES_SANDBOX_"
 const envAlias = envPrefix + "SANDBOX"
 
 // ignoredEnv are HERMES_SANDBOX_* variables owned by other packages.
-var ignoredEnv = []string{EnvConfigPath, envPrefix + "TEST_*", envPrefix + "MCP_TOKEN"}
+var ignoredEnv = []string{EnvConfigPath, envPrefix + "TEST_*", envPrefix + "MCP_TOKEN", EnvAuditKey}
+
+// EnvAuditKey holds the audit log's verification key for `audit verify`; it is not a setting.
+const EnvAuditKey = envPrefix + "AUDIT_KEY"
 
 // legacyEnv are older names honoured below HERMES_SANDBOX_* (which wins
 // when both are set) but above the files.

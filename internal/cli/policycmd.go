@@ -63,9 +63,5 @@ func (a *app) classifier() *policy.Classifier {
 	if err != nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}
-	opts, err := a.gateOptions(cfg, "")
-	if err != nil || opts.Classifier == nil {
-		return policy.New(policy.Options{Home: a.getenv("HOME")})
-	}
-	return opts.Classifier
+	return a.gateClassifier(cfg, "")
 }
