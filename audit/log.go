@@ -353,10 +353,17 @@ func (l *Log) commitLocked(ctx context.Context, batch []*request, seqs []int64, 
 	if len(buf) == 0 {
 		return seqs, errs
 	}
-	if _, err := l.f.Write(buf); err != nil {
-		return fail(fmt.Errorf("audit: append %s: %w", l.path, err))
+	_, err = l.f.Write(buf)
+	if err == nil {
+		err = syncData(l.f)
 	}
-	if err := syncData(l.f); err != nil {
+	if err != nil {
+		// A full disk can take part of the batch: cut it off, so no torn
+		// line is left behind (a failed truncate leaves one that the next
+		// commit ends and Verify reports).
+		if terr := l.f.Truncate(fi.Size()); terr != nil {
+			l.logger.ErrorContext(ctx, "audit: cannot remove a partial write", "path", l.path, "error", terr)
+		}
 		return fail(fmt.Errorf("audit: append %s: %w", l.path, err))
 	}
 	if cap(buf) <= 1<<20 {

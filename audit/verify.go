@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"encoding/hex"
 	"encoding/json"
@@ -538,7 +539,14 @@ func (v *verifier) finish() {
 					cp.Count, cp.LastHash, v.cpHash)})
 		}
 	}
-	slices.SortStableFunc(v.rep.Problems, func(a, b Problem) int { return a.Line - b.Line })
+	// Records first, in line order, so the first problem names the first bad record; then
+	// what concerns the log as a whole (its checkpoint or sealing state).
+	slices.SortStableFunc(v.rep.Problems, func(a, b Problem) int {
+		if (a.Line == 0) != (b.Line == 0) {
+			return cmp.Compare(b.Line, a.Line)
+		}
+		return a.Line - b.Line
+	})
 	v.rep.OK = v.rep.ProblemCount == 0
 }
 
