@@ -1,0 +1,81 @@
+package audit
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkPair is the audit cost of one call: an intent and its result, each written and
+// fdatasync'd, in a sealed log (MAC, key evolution, seal) and in an unsealed one, next to
+// the single unsealed append of before intents (the raw baseline). It reports p50 and p95.
+func BenchmarkPair(b *testing.B) {
+	ctx := context.Background()
+	intent := Record{Session: "bench", Backend: "local", Tool: ToolExec, Command: "echo hello world",
+		Verdict: "safe", Decision: DecisionAllowed, Approver: "policy"}
+	code := 0
+	result := Record{Session: "bench", Backend: "local", Tool: ToolExec, ExitCode: &code, DurationMS: 1.5,
+		StdoutBytes: 12, Excerpt: "hello world\n"}
+	old := intent
+	old.ExitCode, old.DurationMS, old.Excerpt = &code, 1.5, "hello world\n"
+	pair := func(l *Log) error {
+		seq, err := l.Intent(ctx, intent)
+		if err == nil {
+			err = l.Result(ctx, seq, result)
+		}
+		return err
+	}
+	for _, bc := range []struct {
+		name   string
+		sealed bool
+		op     func(l *Log) error
+		shm    bool // on /dev/shm, where fdatasync costs nothing: the CPU cost alone
+	}{
+		{"baseline-unsealed-single-append", false, func(l *Log) error { return l.Append(ctx, old) }, false},
+		{"unsealed-intent+result", false, pair, false},
+		{"sealed-intent+result", true, pair, false},
+		{"cpu-only/baseline-unsealed-single-append", false, func(l *Log) error { return l.Append(ctx, old) }, true},
+		{"cpu-only/unsealed-intent+result", false, pair, true},
+		{"cpu-only/sealed-intent+result", true, pair, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			if bc.shm {
+				if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+					b.Skip("no /dev/shm")
+				}
+				var err error
+				if dir, err = os.MkdirTemp("/dev/shm", "hs-audit-bench-"); err != nil {
+					b.Skip(err)
+				}
+				defer os.RemoveAll(dir)
+			}
+			path := filepath.Join(dir, "audit.log")
+			if bc.sealed {
+				if _, err := Init(path, InitOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			l, err := Open(path, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			var ds []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if err := bc.op(l); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(t0))
+			}
+			slices.Sort(ds)
+			ms := func(q float64) float64 { return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000 }
+			b.ReportMetric(ms(0.5), "p50-ms")
+			b.ReportMetric(ms(0.95), "p95-ms")
+		})
+	}
+}
