@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sealedLog makes a sealed log with n calls after its first record (one intent and one
@@ -461,5 +462,32 @@ func TestParseKey(t *testing.T) {
 	k := bytes.Repeat([]byte{7}, keySize)
 	if got, err := ParseKey(" " + FormatKey(k) + "\n"); err != nil || !bytes.Equal(got, k) {
 		t.Errorf("ParseKey(FormatKey(k)) = %x, %v", got, err)
+	}
+}
+
+func TestIntentLockTimeout(t *testing.T) {
+	path, _ := sealedLog(t, 0)
+	// Another process's writer, stuck while holding the lock.
+	holder, err := os.OpenFile(path+".lock", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := lockFile(holder, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(path, Options{LockTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = l.Intent(context.Background(), Record{Tool: ToolExec, Command: "true", Decision: DecisionAllowed})
+	if err == nil || !strings.Contains(err.Error(), "(lock timeout)") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Intent while another writer holds the lock = %v; want a lock timeout naming the log", err)
+	}
+	// Once the lock is free, the log works again (the timed-out wait gave its descriptor up).
+	unlockFile(holder)
+	if _, err := l.Intent(context.Background(), Record{Tool: ToolExec, Command: "true", Decision: DecisionAllowed}); err != nil {
+		t.Fatalf("Intent after the lock was released = %v", err)
 	}
 }
