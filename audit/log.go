@@ -397,11 +397,18 @@ func (l *Log) commitLocked(ctx context.Context, batch []*request, seqs []int64, 
 // sealMismatch explains why the tail (seq, hash) cannot follow the sealing
 // state, or returns "". A state behind the tail lags after a crash.
 func sealMismatch(st *sealState, seq int64, hash string) string {
+	return tailMismatch("the sealing state", st.Count, st.LastHash, seq, hash)
+}
+
+// tailMismatch explains why the tail (seq, hash) cannot follow what a
+// checkpoint or sealing state recorded (count records, the last with
+// lastHash), or returns "".
+func tailMismatch(what string, count int64, lastHash string, seq int64, hash string) string {
 	switch {
-	case st.Count > seq:
-		return fmt.Sprintf("log truncated: the sealing state covers %d records, found %d", st.Count, seq)
-	case st.Count == seq && st.LastHash != hash:
-		return fmt.Sprintf("log truncated and rewritten: the sealing state says record %d has hash %.12s…, found %.12s…", seq, st.LastHash, hash)
+	case count > seq:
+		return fmt.Sprintf("log truncated: %s says %d records, found %d", what, count, seq)
+	case count == seq && lastHash != hash:
+		return fmt.Sprintf("log truncated and rewritten: %s says record %d has hash %.12s…, found %.12s…", what, seq, lastHash, hash)
 	}
 	return ""
 }
@@ -445,15 +452,10 @@ func (l *Log) acquire() error {
 // returns "". A checkpoint behind the tail is fine: it lags after a crash
 // between the fsync and the checkpoint write.
 func checkpointMismatch(cp *Checkpoint, seq int64, hash string) string {
-	switch {
-	case cp == nil:
+	if cp == nil {
 		return ""
-	case cp.Count > seq:
-		return fmt.Sprintf("log truncated: checkpoint says %d records, found %d", cp.Count, seq)
-	case cp.Count == seq && cp.LastHash != hash:
-		return fmt.Sprintf("log truncated and rewritten: checkpoint says record %d has hash %.12s…, found %.12s…", seq, cp.LastHash, hash)
 	}
-	return ""
+	return tailMismatch("checkpoint", cp.Count, cp.LastHash, seq, hash)
 }
 
 // reopenIfReplaced reopens the log if the file at path is not the one we
