@@ -36,6 +36,11 @@ const keySize = sha256.Size
 // place, so the old key does not survive in a freed block.
 const stateSize = 512
 
+// maxKeySteps bounds how far a key is moved forward in one go (about a third
+// of a second of hashing), so a forged, huge seq cannot stall a writer or
+// Verify.
+const maxKeySteps = 1 << 20
+
 // stateVersion is the format of the sealing state file.
 const stateVersion = 1
 
@@ -242,6 +247,9 @@ type sealer struct {
 // mac MACs the record seq with its key and moves the key forward, erasing
 // the old one.
 func (s *sealer) mac(seq int64, hash string) (string, error) {
+	if seq-s.seq > maxKeySteps {
+		return "", fmt.Errorf("audit: record %d is %d records past the sealing state; the log's tail was forged or the state replaced (check it with `hermes-sandbox audit verify --key KEY`)", seq, seq-s.seq)
+	}
 	for s.seq < seq { // the state lagged (a crash between the log's sync and the state's write)
 		s.advance()
 	}

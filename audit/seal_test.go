@@ -491,3 +491,26 @@ func TestIntentLockTimeout(t *testing.T) {
 		t.Fatalf("Intent after the lock was released = %v", err)
 	}
 }
+
+func TestForgedHugeSeqDoesNotStall(t *testing.T) {
+	path, key := sealedLog(t, 1)
+	a := newAttacker(t, path)
+	r := a.record(len(a.ls) - 1)
+	r.Seq, r.PrevHash = 1<<50, r.Hash
+	line, _, _ := encode(r)
+	a.ls = append(a.ls, line)
+	writeLines(t, path, a.ls)
+	start := time.Now()
+	rep := verifyWith(t, path, key)
+	if rep.OK || time.Since(start) > 30*time.Second {
+		t.Fatalf("VerifyWith = %v after %s; want a quick failure", rep, time.Since(start))
+	}
+	l, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Intent(context.Background(), Record{Tool: ToolExec, Decision: DecisionAllowed}); err == nil || !strings.Contains(err.Error(), "past the sealing state") {
+		t.Errorf("Intent after a forged huge seq = %v; want a refusal", err)
+	}
+}

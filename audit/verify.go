@@ -425,6 +425,9 @@ func (v *verifier) sealed(n int, r Record) {
 			v.add(Problem{Line: n, Seq: r.Seq, Kind: KindForeign,
 				Detail: fmt.Sprintf("record carries no MAC: this log is unsealed, so it is not the log the key (for log %s) seals (the whole log replaced?)", v.keyID)})
 		}
+	case v.key0 != nil && r.Seq > v.keyLimit(n):
+		v.add(Problem{Line: n, Seq: r.Seq, Kind: KindMAC,
+			Detail: "seq is far beyond the log's length (forged); its MAC was not checked"})
 	case v.key0 != nil && r.Seq > 0:
 		if hmacEqual(r.MAC, recordMAC(v.keyFor(r.Seq), v.keyID, r.Hash)) {
 			return
@@ -435,6 +438,16 @@ func (v *verifier) sealed(n int, r Record) {
 }
 
 func hmacEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
+
+// keyLimit is the highest seq whose key Verify derives at line n: seqs may
+// run ahead of lines after a truncation, but not by more than maxKeySteps.
+func (v *verifier) keyLimit(n int) int64 {
+	limit := int64(n)
+	if v.st != nil {
+		limit = max(limit, min(v.st.Count, int64(n)+maxKeySteps))
+	}
+	return limit + maxKeySteps
+}
 
 // keyFor returns key_seq, derived from the verification key. Records come
 // in order, so this is one step per record; going back starts over.
@@ -466,6 +479,9 @@ func (v *verifier) finishSeal() {
 		if st.Log != v.keyID {
 			v.add(Problem{Line: 0, Kind: KindForeign,
 				Detail: fmt.Sprintf("the sealing state is for log %s but the key is for log %s (a state from another install)", st.Log, v.keyID)})
+		} else if st.Count > v.keyLimit(v.rep.Lines) {
+			v.add(Problem{Line: 0, Kind: KindSeal,
+				Detail: fmt.Sprintf("the sealing state claims %d records, far beyond the log's %d lines (forged); its seal was not checked", st.Count, v.rep.Lines)})
 		} else if st.Count < 1 || !hmacEqual(st.Seal, sealMAC(v.keyFor(st.Count), v.keyID, st.Count, st.LastHash)) {
 			v.add(Problem{Line: 0, Kind: KindSeal,
 				Detail: fmt.Sprintf("the seal over %d records does not verify under the key (sealing state rewritten)", st.Count)})
