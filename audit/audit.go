@@ -268,6 +268,8 @@ func Cause(err error) string {
 		return "lock timeout"
 	case errors.Is(err, ErrSealMissing):
 		return "sealing state missing"
+	case errors.Is(err, ErrWitness):
+		return "witness unavailable"
 	case errors.Is(err, syscall.EIO):
 		return "I/O error"
 	}

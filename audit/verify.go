@@ -525,10 +525,18 @@ func (v *verifier) witness(path string, entries []WitnessEntry) {
 				Detail: fmt.Sprintf("record %d is not what the witness saw (rewritten)", e.Seq)})
 		}
 	}
-	if v.rep.Witnessed == 0 && v.rep.Records > 0 {
-		v.add(Problem{Line: 0, Kind: KindWitness,
-			Detail: fmt.Sprintf("the witness holds no entry for log %s (%s): witness not configured, the wrong witness file, or the log was replaced", id, path)})
+	if v.rep.Witnessed > 0 {
+		return
 	}
+	others := map[string]bool{}
+	for _, e := range entries {
+		others[e.Log] = true
+	}
+	detail := fmt.Sprintf("the witness holds no entry for log %s (%s): witness not configured, or the wrong witness file", id, path)
+	if len(others) > 0 {
+		detail = fmt.Sprintf("the witness holds entries for %d other log(s) but none for log %s (%s): the log was replaced, or the wrong witness file", len(others), id, path)
+	}
+	v.add(Problem{Line: 0, Kind: KindWitness, Detail: detail})
 }
 
 func (v *verifier) finish() {

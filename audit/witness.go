@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,9 @@ const (
 	DefaultSyslogSocket   = "/dev/log"
 	DefaultJournaldSocket = "/run/systemd/journal/socket"
 )
+
+// ErrWitness: the configured witness cannot be reached.
+var ErrWitness = errors.New("witness unavailable")
 
 // witnessTag starts every message a witness sends, so verify can find them
 // in a syslog file or in `journalctl -o cat` output.
@@ -72,7 +76,7 @@ func NewWitness(kind, addr string) (*Witness, error) {
 	}
 	w := &Witness{kind: kind, addr: addr}
 	if err := w.dial(); err != nil {
-		return nil, fmt.Errorf("audit: witness %s: %w (is the system log running? set audit.witness_socket, or unset audit.witness)", kind, err)
+		return nil, fmt.Errorf("audit: %w: %s at %s: %w (is the system log running? set audit.witness_socket, or unset audit.witness)", ErrWitness, kind, addr, err)
 	}
 	return w, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,5 +300,58 @@ func TestKilledCallerLeavesAnIntent(t *testing.T) {
 	}
 	if out := e.mustRun("audit", "show", "--session", "default"); !strings.Contains(out, "sleep 3") || !strings.Contains(out, "NO RESULT") {
 		t.Errorf("audit show = %q; want the intent shown without a result", out)
+	}
+}
+
+// TestAuditWitnessFromConfig sends the records to a syslog socket this test made, then
+// cross-checks the log against what it received, before and after the log is deleted.
+func TestAuditWitnessFromConfig(t *testing.T) {
+	dir, err := os.MkdirTemp("", "hs-cli-witness-") // socket paths must stay short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "log")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	missing := filepath.Join(dir, "missing")
+	e.mustRun("config", "set", "audit.witness", "syslog")
+	e.mustRun("config", "set", "audit.witness_socket", missing)
+	if code, _, errOut := e.run("", "exec", "-c", "true"); code != 126 || !strings.Contains(errOut, "witness unavailable") {
+		t.Fatalf("exec with an unreachable witness = %d %q; want 126 saying the witness is unavailable", code, errOut)
+	}
+	e.mustRun("config", "set", "audit.witness_socket", sock)
+	key := e.initAudit()
+	e.mustRun("exec", "-c", "echo one")
+	e.mustRun("exec", "-c", "echo two")
+	// The log now holds the init record and two calls: 4 witnessed records after it.
+	var received bytes.Buffer
+	buf := make([]byte, 8192)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for range 4 {
+		n, _, err := conn.ReadFromUnix(buf)
+		if err != nil {
+			t.Fatalf("the witness socket received %q, then %v", received.String(), err)
+		}
+		received.Write(buf[:n])
+		received.WriteByte('\n')
+	}
+	witness := filepath.Join(t.TempDir(), "auth.log")
+	os.WriteFile(witness, received.Bytes(), 0o600)
+	if out := e.mustRun("audit", "verify", "--key", key, "--witness", witness); !strings.Contains(out, "4 witness entries agree") {
+		t.Errorf("audit verify --witness = %q", out)
+	}
+	// Someone removes the log and its state: the witness still tells, even without the key.
+	os.Remove(e.auditLog())
+	os.Remove(e.auditLog() + ".seal")
+	os.WriteFile(e.auditLog(), nil, 0o600)
+	code, out, _ := e.run("", "audit", "verify", "--witness", witness)
+	if code != 1 || !strings.Contains(out, "the log was replaced") {
+		t.Errorf("audit verify --witness after the log was deleted = %d %q; want a failure", code, out)
 	}
 }
