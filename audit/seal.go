@@ -205,10 +205,8 @@ func (sf *stateFile) write(st sealState) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sf.f.WriteAt(b, 0); err != nil {
-		return err
-	}
-	return sf.f.Truncate(stateSize)
+	_, err = sf.f.WriteAt(b, 0)
+	return err
 }
 
 func (sf *stateFile) close() { sf.f.Close() }
