@@ -9,25 +9,31 @@ import (
 	"time"
 )
 
-// BenchmarkPair is the audit cost of one call: an intent and its result, each written and
-// fdatasync'd, in a sealed log (MAC, key evolution, seal) and in an unsealed one, next to
-// the single unsealed append of before intents (the raw baseline). It reports p50 and p95.
-func BenchmarkPair(b *testing.B) {
-	ctx := context.Background()
+// benchOps returns the record of a call as one record was written before intents, and the
+// intent+result pair that replaces it.
+func benchOps(ctx context.Context) (Record, func(*Log) error) {
+	code := 0
 	intent := Record{Session: "bench", Backend: "local", Tool: ToolExec, Command: "echo hello world",
 		Verdict: "safe", Decision: DecisionAllowed, Approver: "policy"}
-	code := 0
 	result := Record{Session: "bench", Backend: "local", Tool: ToolExec, ExitCode: &code, DurationMS: 1.5,
 		StdoutBytes: 12, Excerpt: "hello world\n"}
 	old := intent
 	old.ExitCode, old.DurationMS, old.Excerpt = &code, 1.5, "hello world\n"
-	pair := func(l *Log) error {
+	return old, func(l *Log) error {
 		seq, err := l.Intent(ctx, intent)
 		if err == nil {
 			err = l.Result(ctx, seq, result)
 		}
 		return err
 	}
+}
+
+// BenchmarkPair is the audit cost of one call: an intent and its result, each written and
+// fdatasync'd, in a sealed log (MAC, key evolution, seal) and in an unsealed one, next to
+// the single unsealed append of before intents (the raw baseline). It reports p50 and p95.
+func BenchmarkPair(b *testing.B) {
+	ctx := context.Background()
+	old, pair := benchOps(ctx)
 	for _, bc := range []struct {
 		name   string
 		sealed bool
@@ -85,13 +91,7 @@ func BenchmarkPair(b *testing.B) {
 // iteration is all three; the metrics are each case's own p50 and p95.
 func BenchmarkPairInterleaved(b *testing.B) {
 	ctx := context.Background()
-	code := 0
-	intent := Record{Session: "bench", Backend: "local", Tool: ToolExec, Command: "echo hello world",
-		Verdict: "safe", Decision: DecisionAllowed, Approver: "policy"}
-	result := Record{Session: "bench", Backend: "local", Tool: ToolExec, ExitCode: &code, DurationMS: 1.5,
-		StdoutBytes: 12, Excerpt: "hello world\n"}
-	old := intent
-	old.ExitCode, old.DurationMS, old.Excerpt = &code, 1.5, "hello world\n"
+	old, pair := benchOps(ctx)
 	open := func(sealed bool) *Log {
 		path := filepath.Join(b.TempDir(), "audit.log")
 		if sealed {
@@ -107,13 +107,6 @@ func BenchmarkPairInterleaved(b *testing.B) {
 		return l
 	}
 	base, unsealed, sealed := open(false), open(false), open(true)
-	pair := func(l *Log) error {
-		seq, err := l.Intent(ctx, intent)
-		if err == nil {
-			err = l.Result(ctx, seq, result)
-		}
-		return err
-	}
 	cases := []struct {
 		name string
 		op   func() error
