@@ -5,6 +5,7 @@ package all
 import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/modal"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -17,5 +18,6 @@ func Backends() *sandbox.Registry {
 	r.Register(docker.Name, docker.New)
 	r.Register(ssh.Name, ssh.New)
 	r.Register(singularity.Name, singularity.New)
+	r.Register(modal.Name, modal.New)
 	return r
 }
