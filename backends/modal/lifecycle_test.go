@@ -109,7 +109,8 @@ func TestSandboxNames(t *testing.T) {
 // says so; the old files are gone.
 func TestTimeoutRecreates(t *testing.T) {
 	f := newFake(t)
-	b := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Modal.Timeout = 3 * time.Second })
+	// Long enough for a first command on a loaded machine (the fake counts from the start).
+	b := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Modal.Timeout = 8 * time.Second })
 	sess := open(t, b, "ttl")
 	if res := run(t, sess, "touch /tmp/mark && echo ok"); res.Stdout != "ok\n" || res.EnvironmentRecreated {
 		t.Fatalf("first command = %+v", res)
@@ -118,7 +119,7 @@ func TestTimeoutRecreates(t *testing.T) {
 	if first == nil {
 		t.Fatal("no running sandbox after the first command")
 	}
-	waitFor(t, 30*time.Second, "the sandbox to time out", func() bool { return !first.running() })
+	waitFor(t, time.Minute, "the sandbox to time out", func() bool { return !first.running() })
 	res := run(t, sess, "ls /tmp/mark 2>/dev/null; echo after")
 	if !res.EnvironmentRecreated || res.Stdout != "after\n" {
 		t.Errorf("after the timeout: stdout %q, recreated %v; want a fresh sandbox (no /tmp/mark) and recreated=true", res.Stdout, res.EnvironmentRecreated)
@@ -128,7 +129,7 @@ func TestTimeoutRecreates(t *testing.T) {
 	}
 	// A later process sees the same: its record names a sandbox that is gone.
 	first2 := f.sandboxByName(b.sandboxName("ttl"))
-	waitFor(t, 30*time.Second, "the second sandbox to time out", func() bool { return first2 != nil && !first2.running() })
+	waitFor(t, time.Minute, "the second sandbox to time out", func() bool { return first2 != nil && !first2.running() })
 	b2 := newBackend(t, f, b.opts.StateDir, nil)
 	if res := run(t, open(t, b2, "ttl"), "true"); !res.EnvironmentRecreated {
 		t.Errorf("a new process after the timeout did not report environment_recreated")
@@ -323,7 +324,7 @@ func TestLostReplyRunsOnce(t *testing.T) {
 	sess := open(t, b, "net")
 	f.failNext("AppGetOrCreate", codes.Unavailable, codes.Unavailable)
 	f.loseReplies("TaskExecStart", 1)
-	res := run(t, sess, "ps -o args | grep -c '[s]andbox-agent.* serve'")
+	res := run(t, sess, "ps -o args | grep -c '[.]hermes-sandbox/agent-.* serve'")
 	if strings.TrimSpace(res.Stdout) != "1" {
 		t.Errorf("helpers running after a lost start reply = %q; want 1", res.Stdout)
 	}
