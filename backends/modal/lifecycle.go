@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	modalsdk "github.com/modal-labs/modal-client/go"
@@ -12,39 +13,42 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// appAndImage returns the app (created if missing) and the configured image (built once per
-// process; the build's progress goes to FactoryOptions.Progress).
-func (b *Backend) appAndImage(ctx context.Context) (*modalsdk.Client, *modalsdk.App, *modalsdk.Image, error) {
-	c, err := b.sdk()
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// image returns the configured image, built once per process. A build that takes a while
+// (the first use of an image on Modal) reports its progress to FactoryOptions.Progress.
+func (b *Backend) image(ctx context.Context, c *modalsdk.Client, app *modalsdk.App) (*modalsdk.Image, error) {
 	b.mu.Lock()
-	app, img := b.app, b.image
+	img := b.built
 	b.mu.Unlock()
-	if app == nil {
-		app, err = c.Apps.FromName(ctx, b.cfg.App, &modalsdk.AppFromNameParams{CreateIfMissing: true})
-		if err != nil {
-			return nil, nil, nil, b.mapErr("app", b.cfg.App, err)
-		}
+	if img != nil {
+		return img, nil
 	}
-	if img == nil {
-		start := time.Now()
-		progress := b.opts.Progress
-		if progress == nil {
-			progress = io.Discard
-		}
-		fmt.Fprintf(progress, "modal: preparing image %s (the first use builds it on Modal)…\n", b.cfg.Image)
-		img, err = c.Images.FromRegistry(b.cfg.Image, nil).Build(ctx, app, nil)
-		if err != nil {
-			return nil, nil, nil, b.mapErr("build image", b.cfg.Image, err)
-		}
+	progress := b.opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	announced := false
+	slow := time.AfterFunc(time.Second, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		announced = true
+		fmt.Fprintf(progress, "modal: building image %s on Modal (first use)…\n", b.cfg.Image)
+	})
+	img, err := c.Images.FromRegistry(b.cfg.Image, nil).Build(ctx, app, nil)
+	slow.Stop()
+	mu.Lock()
+	if announced && err == nil {
 		fmt.Fprintf(progress, "modal: image %s ready (%s, %s)\n", b.cfg.Image, img.ImageID, time.Since(start).Round(time.Millisecond))
 	}
+	mu.Unlock()
+	if err != nil {
+		return nil, b.mapErr("build image", b.cfg.Image, err)
+	}
 	b.mu.Lock()
-	b.app, b.image = app, img
+	b.built = img
 	b.mu.Unlock()
-	return c, app, img, nil
+	return img, nil
 }
 
 // alive reports whether a sandbox still runs.
@@ -96,7 +100,7 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 			return known, false, nil
 		}
 	}
-	c, app, img, err := b.appAndImage(ctx)
+	c, app, err := b.appOnly(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -113,7 +117,7 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 			}
 			return sb, known != nil, nil
 		}
-		sb, err = b.create(ctx, c, app, img, session, rec)
+		sb, err = b.create(ctx, c, app, session, rec)
 		var exists modalsdk.AlreadyExistsError
 		if errors.As(err, &exists) && attempt == 0 {
 			continue // another process created it a moment ago: use that one
@@ -154,14 +158,17 @@ func (b *Backend) createParams(session string) *modalsdk.SandboxCreateParams {
 
 // create makes the session's sandbox, from the session's snapshot when
 // modal.restore_from_snapshot is on and one was taken.
-func (b *Backend) create(ctx context.Context, c *modalsdk.Client, app *modalsdk.App, img *modalsdk.Image, session string, rec record) (*modalsdk.Sandbox, error) {
+func (b *Backend) create(ctx context.Context, c *modalsdk.Client, app *modalsdk.App, session string, rec record) (*modalsdk.Sandbox, error) {
+	var img *modalsdk.Image
+	var err error
 	if b.cfg.RestoreFromSnapshot && rec.Snapshot != "" {
-		snap, err := c.Images.FromID(ctx, rec.Snapshot, nil)
+		img, err = c.Images.FromID(ctx, rec.Snapshot, nil)
 		if err != nil {
 			return nil, b.mapErr("restore snapshot", rec.Snapshot, err)
 		}
 		b.log.Info("restoring the session from its snapshot", "session", session, "image_id", rec.Snapshot)
-		img = snap
+	} else if img, err = b.image(ctx, c, app); err != nil {
+		return nil, err
 	}
 	sb, err := c.Sandboxes.Create(ctx, app, img, b.createParams(session))
 	if err != nil {
@@ -188,7 +195,7 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) 
 	if err := sandbox.ValidateSessionName(session); err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: err}
 	}
-	c, app, _, err := b.appAndImage(ctx)
+	c, app, err := b.appOnly(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -72,7 +72,7 @@ type Backend struct {
 	mu             sync.Mutex
 	client         *modalsdk.Client
 	app            *modalsdk.App
-	image          *modalsdk.Image // the configured image, built once
+	built          *modalsdk.Image // the configured image, built once
 	fallbackReason string          // set once a session could not start the helper
 	closed         bool
 
