@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,7 @@ const fallbackDir = hermesDir + "/fallback"
 // remaining arguments are the program and its arguments).
 const wrapperScript = `st=$1; pf=$2; mode=$3; payload=$4; shift 4
 mkdir -p "${st%/*}" 2>/dev/null; echo $$ > "$pf"
-__hs_save() { __hs_rc=$?; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; export -p > "$st.tmp" 2>/dev/null && mv -f "$st.tmp" "$st"; printf '%s' "$PWD" > "$st.cwd"; rm -f "$pf"; exit $__hs_rc; }
+__hs_save() { __hs_rc=$?; for __hs_n in $HERMES_FB_CMDENV; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; export -p > "$st.tmp" 2>/dev/null && mv -f "$st.tmp" "$st"; printf '%s' "$PWD" > "$st.cwd"; rm -f "$pf"; exit $__hs_rc; }
 [ -r "$st" ] && . "$st"
 [ -n "$HERMES_FB_PWD" ] && cd "$HERMES_FB_PWD" 2>/dev/null
 [ -n "$HERMES_FB_DIR" ] && cd "$HERMES_FB_DIR"
@@ -106,8 +107,14 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 	for k, v := range b.passEnv {
 		env[k] = v
 	}
+	var names []string
 	for k, v := range cmd.Env {
 		env[k] = v
+		names = append(names, k)
+	}
+	if len(names) > 0 {
+		// Variables for this command only are not saved with the session's state.
+		env["HERMES_FB_CMDENV"] = strings.Join(names, " ")
 	}
 	if cmd.Dir != "" {
 		env["HERMES_FB_DIR"] = cmd.Dir
