@@ -57,3 +57,26 @@ func TestCLIAgainstFake(t *testing.T) {
 		t.Errorf("%d sandboxes run after sessions rm; want 0", n)
 	}
 }
+
+// TestSetupFindsModalTOML: `setup modal` finds the token in ~/.modal.toml, proves it with a
+// real call and runs a first command.
+func TestSetupFindsModalTOML(t *testing.T) {
+	url, id, secret, running := modal.FakeForCLI(t)
+	dir := t.TempDir()
+	toml := "[me]\nactive = true\nserver_url = \"" + url + "\"\ntoken_id = \"" + id + "\"\ntoken_secret = \"" + secret + "\"\n"
+	if err := os.WriteFile(filepath.Join(dir, ".modal.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"HOME=" + dir, "PATH=/usr/bin:/bin",
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
+		agentbin.EnvVar + "=" + os.Getenv(agentbin.EnvVar)}
+	var out, errb bytes.Buffer
+	// Empty answers: keep the profile's token, the default image and no GPU.
+	code := cli.RunWith(context.Background(), []string{"setup", "modal"}, strings.NewReader("\n\n\n\n"), &out, &errb, environ)
+	if code != 0 || !strings.Contains(out.String(), `Found Modal credentials in `) || !strings.Contains(out.String(), "OK: modal works") {
+		t.Fatalf("setup modal = %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if n := running(); n != 0 {
+		t.Errorf("the setup test session's sandbox still runs (%d)", n)
+	}
+}

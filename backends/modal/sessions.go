@@ -186,6 +186,14 @@ func (b *Backend) Describe() string {
 	return fmt.Sprintf("credentials from %s; server %s; app %s", b.creds.Source, b.creds.ServerURL, b.cfg.App)
 }
 
+// SetupHint tells the setup wizard about credentials found in ~/.modal.toml.
+func (b *Backend) SetupHint() string {
+	if b.credsErr == nil && strings.Contains(b.creds.Source, "profile") {
+		return "Found Modal credentials in " + b.creds.Source + ": leave the token questions empty to use them."
+	}
+	return ""
+}
+
 // Warnings lists settings that weaken isolation, and the per-command fallback when in use.
 func (b *Backend) Warnings() []string {
 	var w []string
