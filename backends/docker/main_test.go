@@ -43,19 +43,10 @@ func leftovers() string {
 		return ""
 	}
 	defer cli.Close()
+	names := testenv.RemoveContainers(cli, testLabel+"="+testRun)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))
-	var names []string
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		return ""
-	}
-	for _, c := range list {
-		names = append(names, "container "+strings.Join(c.Names, ","))
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	}
-	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))})
 	if err == nil {
 		for _, v := range vols.Volumes {
 			names = append(names, "volume "+v.Name)
@@ -65,28 +56,10 @@ func leftovers() string {
 	return strings.Join(names, ", ")
 }
 
-var engine struct {
-	sync.Once
-	cli *client.Client
-	err error
-}
-
 // needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine.
 func needEngine(t testing.TB) *client.Client {
 	t.Helper()
-	engine.Do(func() {
-		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if engine.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, engine.err = engine.cli.Ping(ctx)
-	})
-	if engine.err != nil {
-		testenv.Missing(t, "docker", "no Docker engine answers: "+engine.err.Error())
-	}
-	return engine.cli
+	return testenv.DockerEngine(t, "")
 }
 
 var testImg struct {

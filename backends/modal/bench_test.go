@@ -3,21 +3,15 @@ package modal
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // report adds percentiles of ds (in ms) to the benchmark's output.
-func report(b *testing.B, ds []time.Duration) {
-	slices.Sort(ds)
-	at := func(p int) float64 { return float64(ds[(len(ds)-1)*p/100].Microseconds()) / 1000 }
-	b.ReportMetric(at(50), "p50-ms")
-	b.ReportMetric(at(95), "p95-ms")
-	b.ReportMetric(0, "ns/op")
-}
+func report(b *testing.B, ds []time.Duration) { testenv.ReportLatency(b, ds) }
 
 func benchExec(b *testing.B, sess sandbox.Session) time.Duration {
 	t := time.Now()

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
@@ -42,43 +40,14 @@ func leftovers() string {
 		return ""
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))})
-	if err != nil {
-		return ""
-	}
-	var names []string
-	for _, c := range list {
-		names = append(names, strings.Join(c.Names, ","))
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	}
-	return strings.Join(names, ", ")
-}
-
-var engine struct {
-	sync.Once
-	cli *client.Client
-	err error
+	return strings.Join(testenv.RemoveContainers(cli, testLabel+"="+testRun), ", ")
 }
 
 // needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine:
 // the fake runs its sandboxes as containers.
 func needEngine(t testing.TB) *client.Client {
 	t.Helper()
-	engine.Do(func() {
-		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if engine.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, engine.err = engine.cli.Ping(ctx)
-	})
-	if engine.err != nil {
-		testenv.Missing(t, "docker", "the fake Modal runs sandboxes as containers and no Docker engine answers: "+engine.err.Error())
-	}
-	return engine.cli
+	return testenv.DockerEngine(t, "the fake Modal runs sandboxes as containers and ")
 }
 
 var testImg struct {
