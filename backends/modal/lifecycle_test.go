@@ -408,3 +408,26 @@ func TestSessionsAndRemove(t *testing.T) {
 		t.Errorf("second Remove = %v; want ErrNotFound", err)
 	}
 }
+
+// TestCheck: doctor's check proves the token with a real call without creating anything, and
+// says what to do when Modal rejects it or cannot be reached.
+func TestCheck(t *testing.T) {
+	f := newFake(t)
+	if err := newBackend(t, f, t.TempDir(), nil).Check(ctxT(t, time.Minute)); err != nil {
+		t.Errorf("Check() = %v", err)
+	}
+	f.mu.Lock()
+	apps := len(f.apps)
+	f.mu.Unlock()
+	if apps != 0 || f.count("AppGetOrCreate") != 1 {
+		t.Errorf("Check created %d apps with %d calls; want a lookup only", apps, f.count("AppGetOrCreate"))
+	}
+	bad := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Modal.TokenID = "ak-wrong" })
+	if err := bad.Check(ctxT(t, time.Minute)); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "modal token new") {
+		t.Errorf("Check with a wrong token = %v; want advice to make a new token", err)
+	}
+	down := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Modal.ServerURL = "http://127.0.0.1:1" })
+	if err := down.Check(ctxT(t, time.Minute)); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "cannot reach Modal at http://127.0.0.1:1") {
+		t.Errorf("Check with nothing listening = %v; want ErrUnavailable naming the server", err)
+	}
+}

@@ -2,6 +2,7 @@ package modal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -172,8 +173,13 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := validate(b.cfg); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "check", Err: err}
 	}
-	if _, _, err := b.appOnly(ctx); err != nil {
+	c, err := b.sdk()
+	if err != nil {
 		return err
+	}
+	// Looking the app up proves the token; a missing app is fine (the first session makes it).
+	if _, err := c.Apps.FromName(ctx, b.cfg.App, nil); err != nil && !errors.Is(b.classify(err), sandbox.ErrNotFound) {
+		return b.mapErr("check", b.creds.ServerURL, err)
 	}
 	return nil
 }
