@@ -97,8 +97,7 @@ func readProfile(opts sandbox.FactoryOptions) (profile, string, error) {
 }
 
 // ResolveCredentials finds the token and server in the documented order (Precedence).
-func ResolveCredentials(cfg *config.Config, opts sandbox.FactoryOptions) (Credentials, error) {
-	m := cfg.Modal
+func ResolveCredentials(m config.ModalConfig, opts sandbox.FactoryOptions) (Credentials, error) {
 	pr, prName, perr := readProfile(opts)
 	c := Credentials{ServerURL: m.ServerURL, Environment: pr.Environment}
 	if c.ServerURL == "" {
@@ -110,15 +109,12 @@ func ResolveCredentials(cfg *config.Config, opts sandbox.FactoryOptions) (Creden
 	switch {
 	case m.TokenID != "" || m.TokenSecret != "":
 		c.TokenID, c.TokenSecret = m.TokenID.Reveal(), m.TokenSecret.Reveal()
-		switch cfg.Source("modal.token_id") {
-		case config.SourceSecrets:
-			c.Source = "secrets.yaml (modal.token_id)"
-		case config.SourceEnv:
+		c.Source = "secrets.yaml (modal.token_id)"
+		if v, _ := opts.Getenv("HERMES_SANDBOX_MODAL_TOKEN_ID"); v != "" && v == c.TokenID {
+			c.Source = "environment (HERMES_SANDBOX_MODAL_TOKEN_ID)"
+		} else if v, _ := opts.Getenv("MODAL_TOKEN_ID"); v != "" && v == c.TokenID {
 			c.Source = "environment (MODAL_TOKEN_ID)"
-			if v, _ := opts.Getenv("HERMES_SANDBOX_MODAL_TOKEN_ID"); v != "" {
-				c.Source = "environment (HERMES_SANDBOX_MODAL_TOKEN_ID)"
-			}
-		default:
+		} else if !opts.IsExplicit("modal.token_id") {
 			c.Source = "configuration (modal.token_id)"
 		}
 	case pr.TokenID != "" || pr.TokenSecret != "":

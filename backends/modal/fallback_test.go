@@ -15,7 +15,8 @@ import (
 // scripts over the exec size limit. sandbox_info's warnings say so.
 func TestFallback(t *testing.T) {
 	f := newFake(t)
-	b, err := NewWith(newBackend(t, f, t.TempDir(), nil).opts, Options{HelperArch: "riscv64"})
+	base := newBackend(t, f, t.TempDir(), nil)
+	b, err := NewWith(base.cfg, base.opts, Options{HelperArch: "riscv64"})
 	if err != nil {
 		t.Fatal(err)
 	}

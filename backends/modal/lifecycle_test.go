@@ -90,7 +90,7 @@ func TestReuseAcrossProcesses(t *testing.T) {
 
 // TestSandboxNames: names stay within Modal's rules for every valid session name.
 func TestSandboxNames(t *testing.T) {
-	b, err := NewWith(sandbox.FactoryOptions{Config: config.NewConfig(), StateDir: t.TempDir()}, Options{})
+	b, err := NewWith(config.NewConfig().Modal, sandbox.FactoryOptions{StateDir: t.TempDir()}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestCredentials(t *testing.T) {
 	f := newFake(t)
 	home := t.TempDir()
 	mk := func(cfg *config.Config, env ...string) *Backend {
-		b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir(), Environ: append([]string{"HOME=" + home}, env...)}, Options{})
+		b, err := NewWith(cfg.Modal, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: append([]string{"HOME=" + home}, env...)}), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,11 +365,11 @@ func TestGC(t *testing.T) {
 	run(t, open(t, b, "orphan"), "true")
 	run(t, open(t, other, "theirs"), "true")
 	b.dropRecord("orphan") // its owner forgot it (state directory wiped)
-	rep, err := b.GC(ctxT(t, time.Minute), time.Hour, false, nil)
+	rep, err := b.Collect(ctxT(t, time.Minute), sandbox.GCOptions{IdleTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Removed) != 1 || rep.Removed[0].Session != "orphan" {
+	if len(rep.Removed) != 1 || !strings.Contains(rep.Removed[0].Name, "(session orphan)") {
 		t.Errorf("GC removed %+v; want only the orphan", rep.Removed)
 	}
 	for _, n := range []string{b.sandboxName("live"), other.sandboxName("theirs")} {
@@ -378,12 +378,19 @@ func TestGC(t *testing.T) {
 		}
 	}
 	time.Sleep(10 * time.Millisecond)
-	rep, err = b.GC(ctxT(t, time.Minute), time.Millisecond, false, nil)
-	if err != nil || len(rep.Removed) != 1 || rep.Removed[0].Session != "live" {
+	rep, err = b.Collect(ctxT(t, time.Minute), sandbox.GCOptions{IdleTimeout: time.Millisecond, DryRun: true})
+	if err != nil || len(rep.Removed) != 1 || f.sandboxByName(b.sandboxName("live")) == nil {
+		t.Errorf("GC --dry-run reported %+v, %v and must terminate nothing", rep.Removed, err)
+	}
+	rep, err = b.Collect(ctxT(t, time.Minute), sandbox.GCOptions{IdleTimeout: time.Millisecond})
+	if err != nil || len(rep.Removed) != 1 || !strings.Contains(rep.Removed[0].Name, "(session live)") {
 		t.Errorf("GC with a tiny idle timeout removed %+v, %v; want live", rep.Removed, err)
 	}
 	if f.sandboxByName(other.sandboxName("theirs")) == nil {
 		t.Errorf("GC terminated another state directory's sandbox")
+	}
+	if res := run(t, open(t, b, "live"), "true"); !res.EnvironmentRecreated {
+		t.Errorf("the first command after GC did not report environment_recreated")
 	}
 }
 

@@ -28,7 +28,7 @@ func TestLiveConformance(t *testing.T) {
 			cfg.Modal.Timeout = 20 * time.Minute
 			cfg.Modal.IdleTimeout = 5 * time.Minute
 			cfg.Modal.ServerURL = os.Getenv("MODAL_SERVER_URL")
-			b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: os.Environ()}, Options{})
+			b, err := NewWith(cfg.Modal, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: os.Environ()}), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

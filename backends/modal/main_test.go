@@ -69,12 +69,12 @@ func testImage(t testing.TB) string {
 	defer cancel()
 	if _, err := cli.ImageInspect(ctx, ref); err != nil {
 		cfg := config.NewConfig()
-		db, err := docker.NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir(), Environ: os.Environ()}, docker.Options{})
+		db, err := docker.NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), docker.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if _, err := db.Import(ctx, docker.ImportSource{RootfsDir: dir}, ref, nil); err != nil {
+		if _, err := db.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
 			t.Fatalf("import the test image: %v", err)
 		}
 	}
@@ -107,7 +107,7 @@ func newBackend(t testing.TB, f *fakeModal, state string, mut func(*config.Confi
 	if mut != nil {
 		mut(cfg)
 	}
-	b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: []string{"HOME=" + t.TempDir()}, Logger: testLogger(t)}, Options{})
+	b, err := NewWith(cfg.Modal, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"HOME=" + t.TempDir()}, Logger: testLogger(t)}), Options{})
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)
 	}

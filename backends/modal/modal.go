@@ -60,7 +60,7 @@ type Backend struct {
 
 	creds    Credentials
 	credsErr error
-	scope    string // hash of the state directory
+	scope    sandbox.Scope
 	owner    string // host/scope
 	shell    string
 	cwd      string
@@ -80,50 +80,60 @@ type Backend struct {
 	agent   *agentFile
 }
 
-// New builds the modal backend. It resolves credentials but contacts nobody.
-func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) { return NewWith(opts, Options{}) }
+// New builds the modal backend from its config section. It resolves credentials but
+// contacts nobody.
+func New(cfg config.ModalConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	b, err := NewWith(cfg, opts, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // NewWith is New with extra options for Go callers and tests.
-func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
-	if opts.Config == nil {
-		return nil, fmt.Errorf("modal: no configuration: %w", sandbox.ErrInvalidConfig)
-	}
-	if opts.StateDir == "" {
-		return nil, fmt.Errorf("modal: no state directory: %w", sandbox.ErrInvalidConfig)
+func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
+	scope, err := sandbox.NewScope(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("modal: %w", err)
 	}
 	state, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("modal: state directory: %w", err)
 	}
-	sum := sha256.Sum256([]byte(state))
 	host, _ := os.Hostname()
 	b := &Backend{
 		opts:      opts,
-		cfg:       opts.Config.Modal,
+		cfg:       cfg,
 		extra:     extra,
 		log:       opts.Log().With("backend", Name),
-		scope:     hex.EncodeToString(sum[:])[:8],
-		shell:     string(opts.Config.Terminal.Shell),
-		cwd:       opts.Config.Terminal.Cwd,
+		scope:     scope,
+		shell:     opts.Shell,
+		cwd:       workdir,
 		recordDir: filepath.Join(state, "modal", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
 	}
-	b.owner = host + "/" + b.scope
-	if !strings.HasPrefix(b.cwd, "/") {
-		b.cwd = "/root"
+	b.owner = host + "/" + scope.ID()
+	if opts.IsExplicit("terminal.cwd") && strings.HasPrefix(opts.Cwd, "/") {
+		b.cwd = opts.Cwd
 	}
 	if b.shell == "" {
 		b.shell = "auto"
 	}
 	b.passEnv = map[string]string{}
-	for _, n := range opts.Config.Terminal.EnvPassthrough {
-		if v, ok := opts.Getenv(n); ok {
-			b.passEnv[n] = v
-		}
+	for _, kv := range opts.Passthrough() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.passEnv[k] = v
 	}
-	b.creds, b.credsErr = ResolveCredentials(opts.Config, opts)
+	b.creds, b.credsErr = ResolveCredentials(cfg, opts)
 	return b, nil
 }
+
+// workdir is where sessions start and the directory that is the agent's own (created at
+// the helper's start): the whole sandbox is private, and this is its working tree.
+const workdir = "/workspace"
+
+// WorkDir is the sandbox's working tree (sandbox.Workspace).
+func (b *Backend) WorkDir() string { return b.cwd }
 
 // Name returns "modal".
 func (b *Backend) Name() string { return Name }
@@ -134,7 +144,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.cfg.GPU != "" {
 		iso += ", GPU " + b.cfg.GPU
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: iso, Network: !b.cfg.BlockNetwork}
 }
 
@@ -182,12 +192,12 @@ func (b *Backend) sdk() (*modalsdk.Client, error) {
 // sandboxName is the session's sandbox name: unique per state directory and session, made
 // only of [a-zA-Z0-9-_.] and at most 64 characters.
 func (b *Backend) sandboxName(session string) string {
-	n := "hermes-" + b.scope + "-" + session
+	n := b.scope.Name(session)
 	if len(n) <= 64 {
 		return n
 	}
 	sum := sha256.Sum256([]byte(session))
-	return "hermes-" + b.scope + "-" + session[:38] + "-" + hex.EncodeToString(sum[:])[:8]
+	return b.scope.Name(session[:38] + "-" + hex.EncodeToString(sum[:])[:8])
 }
 
 // Open returns the named session. Nothing is created until its first command.
@@ -282,4 +292,6 @@ var (
 	_ sandbox.Checker        = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
 	_ sandbox.Baseliner      = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
+	_ sandbox.Workspace      = (*Backend)(nil)
 )

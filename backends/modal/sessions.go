@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"time"
@@ -93,26 +92,15 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	return b.terminate(ctx, sb)
 }
 
-// GCItem is one sandbox GC terminated (or would, or kept).
-type GCItem struct {
-	Session   string `json:"session"`
-	SandboxID string `json:"sandbox_id"`
-	Reason    string `json:"reason"`
-}
-
-// GCReport is what GC did.
-type GCReport struct {
-	Removed []GCItem `json:"removed"`
-	Kept    []GCItem `json:"kept"`
-}
-
-// GC terminates sandboxes this tool tagged that are idle longer than modal.idle_timeout (by
-// this state directory's record of their last use) or whose owner is gone (no record of them
-// here). Sandboxes of other state directories or machines, and untagged ones, are never touched.
-func (b *Backend) GC(ctx context.Context, idle time.Duration, dryRun bool, w io.Writer) (GCReport, error) {
-	var rep GCReport
-	if idle <= 0 {
-		idle = b.cfg.IdleTimeout
+// Collect (`hermes-sandbox gc`) terminates sandboxes this tool tagged that are idle longer than
+// modal.idle_timeout (by this state directory's record of their last use) or whose owner is
+// gone (no record of them here). Sandboxes of other state directories or machines, and
+// untagged ones, are never touched.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
+	var rep sandbox.GCReport
+	idle := b.cfg.IdleTimeout
+	if opts.IdleTimeout > 0 {
+		idle = opts.IdleTimeout
 	}
 	c, app, err := b.appOnly(ctx)
 	if err != nil {
@@ -130,7 +118,8 @@ func (b *Backend) GC(ctx context.Context, idle time.Duration, dryRun bool, w io.
 		if err != nil {
 			continue
 		}
-		item := GCItem{Session: tags[tagSession], SandboxID: sb.SandboxID}
+		session := tags[tagSession]
+		item := sandbox.GCItem{Kind: "sandbox", Name: sb.SandboxID + " (session " + session + ")"}
 		if tags[tagOurs] != "1" {
 			continue
 		}
@@ -139,7 +128,7 @@ func (b *Backend) GC(ctx context.Context, idle time.Duration, dryRun bool, w io.
 			rep.Kept = append(rep.Kept, item)
 			continue
 		}
-		rec, used, ok := b.readRecord(item.Session)
+		rec, used, ok := b.readRecord(session)
 		switch {
 		case !ok || rec.SandboxID != sb.SandboxID:
 			item.Reason = "no session of this state directory uses it"
@@ -150,17 +139,12 @@ func (b *Backend) GC(ctx context.Context, idle time.Duration, dryRun bool, w io.
 			rep.Kept = append(rep.Kept, item)
 			continue
 		}
-		if !dryRun {
+		if !opts.DryRun {
 			if err := b.terminate(ctx, sb); err != nil {
 				return rep, err
 			}
 		}
 		rep.Removed = append(rep.Removed, item)
-	}
-	if w != nil {
-		for _, it := range rep.Removed {
-			fmt.Fprintf(w, "terminated %s (session %s): %s\n", it.SandboxID, it.Session, it.Reason)
-		}
 	}
 	return rep, nil
 }
