@@ -169,13 +169,10 @@ func (b *Backend) agentBinary() (*agentFile, error) {
 	return b.agent, nil
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // startScript runs the helper ($0) with its arguments, after making the session's starting
 // directory; it exits 97 when the helper has not been uploaded to this sandbox yet.
 func (b *Backend) startScript() string {
-	return "mkdir -p " + shellQuote(b.cwd) + " 2>/dev/null; [ -f \"$0\" ] || exit 97; [ -x \"$0\" ] || chmod 755 \"$0\" || exit 98; exec \"$0\" \"$@\""
+	return "mkdir -p " + sandbox.ShellQuote(b.cwd) + " 2>/dev/null; [ -f \"$0\" ] || exit 97; [ -x \"$0\" ] || chmod 755 \"$0\" || exit 98; exec \"$0\" \"$@\""
 }
 
 // startHelper starts the helper in sb as one long-lived Exec, uploading it first if the sandbox
