@@ -115,6 +115,15 @@ type ModalConfig struct {
 	MemoryMiB    int           `yaml:"memory"` // MiB; 0 = provider default
 	Timeout      time.Duration `yaml:"timeout"`
 	BlockNetwork bool          `yaml:"block_network"`
+	// IdleTimeout ends a sandbox nothing has used for this long (Modal enforces it; gc too).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// CIDRAllowlist, when set, opens the network to these outbound CIDRs only
+	// (needs block_network: false).
+	CIDRAllowlist []string `yaml:"cidr_allowlist"`
+	// RestoreFromSnapshot starts a recreated sandbox from the session's last snapshot.
+	RestoreFromSnapshot bool `yaml:"restore_from_snapshot"`
+	// ServerURL is Modal's API address ("" = ~/.modal.toml's, else https://api.modal.com:443).
+	ServerURL string `yaml:"server_url"`
 
 	TokenID     Secret `yaml:"token_id"`     // secrets.yaml or MODAL_TOKEN_ID
 	TokenSecret Secret `yaml:"token_secret"` // secrets.yaml or MODAL_TOKEN_SECRET
@@ -226,6 +235,7 @@ func NewConfig() *Config {
 			Image:        "python:3.12-slim",
 			App:          "hermes-sandbox",
 			Timeout:      time.Hour,
+			IdleTimeout:  15 * time.Minute,
 			BlockNetwork: true,
 		},
 		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true},

@@ -26,6 +26,7 @@ const EnvAuditKey = envPrefix + "AUDIT_KEY"
 var providerEnv = []struct{ name, key string }{
 	{"MODAL_TOKEN_ID", "modal.token_id"},
 	{"MODAL_TOKEN_SECRET", "modal.token_secret"},
+	{"MODAL_SERVER_URL", "modal.server_url"},
 	{"DAYTONA_API_KEY", "daytona.api_key"},
 	{"VERCEL_TOKEN", "vercel.token"},
 	{"VERCEL_OIDC_TOKEN", "vercel.oidc_token"},

@@ -243,6 +243,21 @@ func (c *Config) validateOthers(v *validator) {
 	if m.Timeout > MaxModalTimeout {
 		v.failf("modal.timeout", "must be at most %s, got %s", FormatDuration(MaxModalTimeout), FormatDuration(m.Timeout))
 	}
+	v.positive("modal.idle_timeout", m.IdleTimeout)
+	for name, d := range map[string]time.Duration{"modal.timeout": m.Timeout, "modal.idle_timeout": m.IdleTimeout} {
+		if d%time.Second != 0 {
+			v.failf(name, "Modal counts whole seconds, got %s", FormatDuration(d))
+		}
+	}
+	for _, c := range m.CIDRAllowlist {
+		if _, _, err := net.ParseCIDR(c); err != nil {
+			v.failf("modal.cidr_allowlist", "%q is not a CIDR such as 10.0.0.0/8", c)
+		}
+	}
+	if len(m.CIDRAllowlist) > 0 && m.BlockNetwork {
+		v.failf("modal.cidr_allowlist", "needs modal.block_network: false (hermes-sandbox config set modal.block_network false)")
+	}
+	v.optionalURL("modal.server_url", m.ServerURL)
 
 	d := &c.Daytona
 	if d.Image != "" && d.Snapshot != "" {

@@ -6,6 +6,7 @@ package all
 import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/modal"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
@@ -25,5 +26,6 @@ func Backends() *sandbox.Registry[*config.Config] {
 	r.Register(docker.Name, func(c cfg, o opts) (sandbox.Backend, error) { return docker.New(c.Docker, o) })
 	r.Register(ssh.Name, func(c cfg, o opts) (sandbox.Backend, error) { return ssh.New(c.SSH, o) })
 	r.Register(singularity.Name, func(c cfg, o opts) (sandbox.Backend, error) { return singularity.New(c.Singularity, o) })
+	r.Register(modal.Name, func(c cfg, o opts) (sandbox.Backend, error) { return modal.New(c.Modal, o) })
 	return r
 }

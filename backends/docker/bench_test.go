@@ -8,16 +8,12 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // report adds percentiles of ds (in ms) to the benchmark's output.
-func report(b *testing.B, ds []time.Duration) {
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(pctl(ds, 50)), "p50-ms")
-	b.ReportMetric(ms(pctl(ds, 95)), "p95-ms")
-	b.ReportMetric(0, "ns/op")
-}
+func report(b *testing.B, ds []time.Duration) { testenv.ReportLatency(b, ds) }
 
 func benchExec(b *testing.B, sess sandbox.Session) time.Duration {
 	t := time.Now()

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -280,15 +281,7 @@ func TestConcurrentSessions(t *testing.T) {
 		pctl(firsts, 50), pctl(firsts, 95), pctl(warm, 50), pctl(warm, 95))
 }
 
-func pctl(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (len(s)*p + 99) / 100
-	return s[max(0, min(len(s)-1, i-1))]
-}
+func pctl(ds []time.Duration, p int) time.Duration { return testenv.Percentile(ds, p) }
 
 func TestPoolReportsFailure(t *testing.T) {
 	b := newBackend(t, func(c *config.Config) { c.Docker.PoolSize = 1; c.Docker.Image = "hermes-sandbox-test/absent:0" })

@@ -34,7 +34,7 @@ func TestImageAndGCSayWhichBackendsHaveThem(t *testing.T) {
 	for _, args := range [][]string{{"image", "list"}, {"image", "pull", "x"}, {"gc", "--dry-run"}} {
 		for _, backend := range []string{"local", "ssh"} {
 			code, _, errOut := e.run("", append([]string{"--sandbox", backend}, args...)...)
-			if code != 1 || !strings.Contains(errOut, "backend "+backend+" has no") || !strings.Contains(errOut, "docker, singularity") {
+			if code != 1 || !strings.Contains(errOut, "backend "+backend+" has no") || !strings.Contains(errOut, "docker, ") || !strings.Contains(errOut, "singularity") {
 				t.Errorf("--sandbox %s %q = exit %d, %q; want a refusal naming docker and singularity", backend, args, code, errOut)
 			}
 		}

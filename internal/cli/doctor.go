@@ -20,7 +20,13 @@ type backendReport struct {
 	Problem  string   `json:"problem,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	Selected bool     `json:"selected"`
+	// Detail says where credentials come from and what is reached, for backends that tell.
+	Detail string `json:"detail,omitempty"`
 }
+
+// describer is implemented by backends that can say where their credentials and endpoint
+// come from.
+type describer interface{ Describe() string }
 
 func (a *app) doctorCmd() *cobra.Command {
 	var asJSON bool
@@ -69,6 +75,9 @@ selected backend is not usable.`,
 					fmt.Fprintf(a.stdout, " %s", r.Problem)
 				}
 				fmt.Fprintln(a.stdout)
+				if r.Detail != "" {
+					fmt.Fprintf(a.stdout, "                    %s\n", r.Detail)
+				}
 				for _, w := range r.Warnings {
 					fmt.Fprintf(a.stdout, "                    warning: %s\n", w)
 				}
@@ -114,6 +123,9 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 		}
 		if w, ok := b.(sandbox.Warner); ok {
 			r.Warnings = w.Warnings()
+		}
+		if d, ok := b.(describer); ok {
+			r.Detail = d.Describe()
 		}
 		b.Close()
 		out = append(out, r)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -12,7 +13,7 @@ import (
 )
 
 func (a *app) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List and remove sessions (list, rm NAME, rm --all)"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, remove and snapshot sessions (list, rm NAME, rm --all, snapshot NAME)"}
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
@@ -85,8 +86,38 @@ func (a *app) sessionsCmd() *cobra.Command {
 		},
 	}
 	rm.Flags().BoolVar(&rmAll, "all", false, "remove every session of the backend")
-	cmd.AddCommand(list, rm)
+	snapshot := &cobra.Command{
+		Use:   "snapshot NAME",
+		Short: "Store a filesystem snapshot of the session's sandbox (backends that can, e.g. modal)",
+		Long: `Takes a filesystem snapshot of the session's running sandbox and remembers its image id
+with the session. With modal.restore_from_snapshot: true, a sandbox that has to be recreated
+(timed out, terminated) starts from the latest snapshot instead of the bare image.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, done, err := a.sessionManager(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			sn, ok := m.(snapshotter)
+			if !ok {
+				return fmt.Errorf("this backend cannot snapshot sessions: %w", sandbox.ErrUnsupported)
+			}
+			id, err := sn.Snapshot(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "snapshot of %s: %s\n", args[0], id)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, rm, snapshot)
 	return cmd
+}
+
+// snapshotter is implemented by backends that can snapshot a session's filesystem.
+type snapshotter interface {
+	Snapshot(ctx context.Context, session string) (string, error)
 }
 
 func (a *app) sessionManager(cmd *cobra.Command) (sandbox.SessionManager, func(), error) {

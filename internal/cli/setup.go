@@ -93,6 +93,14 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 			if err != nil {
 				cfg = config.NewConfig()
 			}
+			if a.registry.Has(name) {
+				if b, err := a.registry.New(name, cfg, a.factoryOptions(cfg)); err == nil {
+					if h, ok := b.(setupHinter); ok && h.SetupHint() != "" {
+						fmt.Fprintln(a.stdout, h.SetupHint())
+					}
+					b.Close()
+				}
+			}
 			if interactive {
 				for _, q := range setupQuestions[name] {
 					if _, given := values[q.key]; given {
@@ -158,6 +166,10 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 	cmd.Flags().BoolVar(&noTest, "no-test", false, "do not run the test command")
 	return cmd
 }
+
+// setupHinter is implemented by backends that can tell the wizard something useful before it
+// asks (credentials found elsewhere, for one).
+type setupHinter interface{ SetupHint() string }
 
 // setupTest proves the backend works with a real command.
 func (a *app) setupTest(ctx context.Context, name string) error {

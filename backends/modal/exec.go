@@ -1,0 +1,378 @@
+package modal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	modalsdk "github.com/modal-labs/modal-client/go"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Paths inside the sandbox.
+const (
+	hermesDir   = "/tmp/.hermes-sandbox"
+	helperState = hermesDir + "/state"
+	// exitNoHelper is what the start script exits with when the helper is not uploaded yet.
+	exitNoHelper = 97
+)
+
+// helperArch is the architecture of Modal's machines.
+const helperArch = "amd64"
+
+// errFallback says the helper cannot run in this sandbox, so commands go one Exec each.
+type errFallback struct{ reason string }
+
+func (e *errFallback) Error() string {
+	return "the sandbox helper cannot run here (" + e.reason + "); jobs, the terminal and streaming stdin need it"
+}
+func (e *errFallback) Unwrap() error { return sandbox.ErrUnsupported }
+
+// session is a channel session (commands, jobs, files and the terminal over the helper's
+// Exec) plus the Modal sandbox it lives in and, when the helper cannot run, the per-command
+// Exec fallback.
+type session struct {
+	*channel.Session
+	b    *Backend
+	name string
+
+	mu        sync.Mutex
+	sb        *modalsdk.Sandbox
+	fallback  string // why the helper is not used; "" while it is
+	recreated bool   // to report from the fallback path
+	lastTouch time.Time
+}
+
+// start is the channel's Starter: a running sandbox and a helper attached to it.
+func (s *session) start(ctx context.Context) (channel.Started, error) {
+	b := s.b
+	s.mu.Lock()
+	known := s.sb
+	s.mu.Unlock()
+	sb, recreated, err := b.ensure(ctx, s.name, known)
+	if err != nil {
+		return channel.Started{}, err
+	}
+	client, err := b.startHelper(ctx, sb)
+	if err != nil && gone(err) {
+		// The sandbox ended between the check and the exec: make a new one, once.
+		if sb, recreated, err = b.ensure(ctx, s.name, sb); err != nil {
+			return channel.Started{}, err
+		}
+		recreated = true
+		client, err = b.startHelper(ctx, sb)
+	}
+	s.mu.Lock()
+	s.sb = sb
+	s.mu.Unlock()
+	var fb *errFallback
+	if errors.As(err, &fb) {
+		s.mu.Lock()
+		s.fallback = fb.reason
+		s.recreated = s.recreated || recreated
+		s.mu.Unlock()
+		b.noteFallback(fb.reason)
+		return channel.Started{}, err
+	}
+	if err != nil {
+		return channel.Started{}, b.mapErr("start helper", s.name, err)
+	}
+	return channel.Started{Client: client, Recreated: recreated}, nil
+}
+
+func (s *session) onClose() error {
+	s.mu.Lock()
+	sb := s.sb
+	s.sb = nil
+	s.mu.Unlock()
+	if sb != nil {
+		return sb.Detach()
+	}
+	return nil
+}
+
+// Exec runs cmd over the helper, or as one Exec when the helper cannot run.
+func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	s.touch()
+	if !s.usesFallback() {
+		res, err := s.Session.Exec(ctx, cmd)
+		var fb *errFallback
+		if !errors.As(err, &fb) {
+			return res, err
+		}
+	}
+	return s.execFallback(ctx, cmd)
+}
+
+func (s *session) usesFallback() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fallback != ""
+}
+
+// touch records the session's last use (at most once a second); gc reads it.
+func (s *session) touch() {
+	s.mu.Lock()
+	now := time.Now()
+	due := now.Sub(s.lastTouch) > time.Second
+	if due {
+		s.lastTouch = now
+	}
+	s.mu.Unlock()
+	if due {
+		s.b.touchRecord(s.name)
+	}
+}
+
+// agentFile is the helper binary on this machine and its name in the sandbox (by size and
+// time, so a rebuilt helper is uploaded again).
+type agentFile struct {
+	host   string
+	args   []string // before "serve"
+	remote string
+}
+
+func (b *Backend) agentBinary() (*agentFile, error) {
+	b.agentMu.Lock()
+	defer b.agentMu.Unlock()
+	if b.agent != nil {
+		return b.agent, nil
+	}
+	arch := b.extra.HelperArch
+	if arch == "" {
+		arch = helperArch
+	}
+	p, args, err := agentbin.Path(arch)
+	if err != nil {
+		return nil, &errFallback{reason: err.Error()}
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, &errFallback{reason: err.Error()}
+	}
+	if n := len(args); n > 0 && args[n-1] == "serve" {
+		args = args[:n-1]
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d", p, fi.Size(), fi.ModTime().UnixNano()))
+	b.agent = &agentFile{host: p, args: args, remote: hermesDir + "/agent-" + hex.EncodeToString(sum[:])[:12]}
+	return b.agent, nil
+}
+
+// startScript runs the helper ($0) with its arguments, after making the session's starting
+// directory; it exits 97 when the helper has not been uploaded to this sandbox yet.
+func (b *Backend) startScript() string {
+	return "mkdir -p " + sandbox.ShellQuote(b.cwd) + " 2>/dev/null; [ -f \"$0\" ] || exit 97; [ -x \"$0\" ] || chmod 755 \"$0\" || exit 98; exec \"$0\" \"$@\""
+}
+
+// startHelper starts the helper in sb as one long-lived Exec, uploading it first if the sandbox
+// does not have it, and returns a client speaking to it over the Exec's stdin and stdout.
+func (b *Backend) startHelper(ctx context.Context, sb *modalsdk.Sandbox) (*agent.Client, error) {
+	af, err := b.agentBinary()
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{"/bin/sh", "-c", b.startScript(), af.remote}, af.args...)
+	argv = append(argv, "serve", "--state", helperState, "--cwd", b.cwd, "--shell", b.shell)
+	for attempt := 0; ; attempt++ {
+		cp, err := sb.Exec(ctx, argv, &modalsdk.SandboxExecParams{Env: b.passEnv})
+		if err != nil {
+			return nil, err
+		}
+		client, tail, err := b.attach(ctx, cp)
+		if err == nil {
+			return client, nil
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		code, werr := cp.Wait(wctx, nil)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		switch {
+		case werr != nil && gone(werr):
+			return nil, werr
+		case werr == nil && code == exitNoHelper && attempt == 0:
+			if err := b.upload(ctx, sb, af); err != nil {
+				return nil, err
+			}
+			continue
+		case werr == nil && (code == 126 || code == 127 || code == 98):
+			// No /bin/sh, an exec format error, or a read-only /tmp: the helper cannot run.
+			return nil, &errFallback{reason: fmt.Sprintf("its start exited %d: %s", code, tail())}
+		}
+		detail := err.Error()
+		if t := tail(); t != "" {
+			detail += "; it printed: " + t
+		}
+		return nil, fmt.Errorf("start the sandbox helper: %s: %w", detail, sandbox.ErrUnavailable)
+	}
+}
+
+// upload copies the helper into the sandbox through the SDK's filesystem API.
+func (b *Backend) upload(ctx context.Context, sb *modalsdk.Sandbox, af *agentFile) error {
+	data, err := os.ReadFile(af.host)
+	if err != nil {
+		return &errFallback{reason: err.Error()}
+	}
+	start := time.Now()
+	if err := sb.Filesystem.WriteBytes(ctx, data, af.remote, nil); err != nil {
+		var perm modalsdk.SandboxFilesystemPermissionError
+		if errors.As(err, &perm) {
+			return &errFallback{reason: "cannot write " + af.remote + ": " + err.Error()}
+		}
+		return b.mapErr("upload helper", sb.SandboxID, err)
+	}
+	b.log.Debug("uploaded the helper", "sandbox_id", sb.SandboxID, "bytes", len(data), "took", time.Since(start))
+	return nil
+}
+
+// attach speaks the helper protocol over an Exec's stdio. Each stdin Write is one RPC, so
+// writes are batched; the helper's stderr is kept for error messages.
+func (b *Backend) attach(ctx context.Context, cp *modalsdk.ContainerProcess) (*agent.Client, func() string, error) {
+	w := newBatchWriter(cp.Stdin)
+	tail := &tailWriter{}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		io.Copy(tail, cp.Stderr)
+	}()
+	var once sync.Once
+	closeFn := func() error {
+		once.Do(func() {
+			w.Close() // EOF: the helper ends, killing what still runs
+			cp.Stdout.Close()
+			cp.Stderr.Close()
+			<-stderrDone
+		})
+		return nil
+	}
+	client, err := agent.NewClient(ctx, cp.Stdout, w, closeFn)
+	if err != nil {
+		return nil, tail.String, err
+	}
+	return client, tail.String, nil
+}
+
+// batchWriter turns many small writes into few stdin RPCs: the first writer sends at once;
+// what others write meanwhile is queued and sent by it in one RPC when the previous ends.
+type batchWriter struct {
+	w io.WriteCloser
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	buf      []byte
+	flushing bool
+	err      error
+	closed   bool
+}
+
+const maxQueued = 4 << 20
+
+func newBatchWriter(w io.WriteCloser) *batchWriter {
+	bw := &batchWriter{w: w}
+	bw.cond = sync.NewCond(&bw.mu)
+	return bw
+}
+
+func (bw *batchWriter) Write(p []byte) (int, error) {
+	bw.mu.Lock()
+	for bw.flushing && len(bw.buf) > maxQueued && bw.err == nil {
+		bw.cond.Wait()
+	}
+	if bw.err != nil || bw.closed {
+		err := bw.err
+		bw.mu.Unlock()
+		if err == nil {
+			err = io.ErrClosedPipe
+		}
+		return 0, err
+	}
+	if bw.flushing {
+		bw.buf = append(bw.buf, p...)
+		bw.mu.Unlock()
+		return len(p), nil
+	}
+	bw.flushing = true
+	data := append(bw.buf, p...)
+	bw.buf = nil
+	bw.mu.Unlock()
+	for {
+		_, err := bw.w.Write(data)
+		bw.mu.Lock()
+		if err != nil {
+			bw.err = err
+		}
+		if err != nil || len(bw.buf) == 0 {
+			bw.flushing = false
+			bw.cond.Broadcast()
+			bw.mu.Unlock()
+			if err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+		data, bw.buf = bw.buf, nil
+		bw.cond.Broadcast()
+		bw.mu.Unlock()
+	}
+}
+
+// Close waits for queued bytes to be sent and closes the stream (EOF).
+func (bw *batchWriter) Close() error {
+	bw.mu.Lock()
+	for bw.flushing && bw.err == nil {
+		bw.cond.Wait()
+	}
+	if bw.closed {
+		bw.mu.Unlock()
+		return nil
+	}
+	bw.closed = true
+	rest, err := bw.buf, bw.err
+	bw.buf = nil
+	bw.mu.Unlock()
+	if err == nil && len(rest) > 0 {
+		_, err = bw.w.Write(rest)
+	}
+	return errors.Join(err, bw.w.Close())
+}
+
+// tailWriter keeps the last few hundred bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2048 {
+		t.buf = t.buf[len(t.buf)-2048:]
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+var (
+	_ sandbox.Session    = (*session)(nil)
+	_ sandbox.JobRunner  = (*session)(nil)
+	_ sandbox.FileSystem = (*session)(nil)
+	_ sandbox.Terminal   = (*session)(nil)
+)

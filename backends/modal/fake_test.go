@@ -1,0 +1,707 @@
+package modal
+
+// A fake Modal for tests: a gRPC server on loopback implementing the SDK's own generated
+// interfaces (pb.ModalClientServer, pb.TaskCommandRouterServer). Each sandbox is a real docker
+// container and each exec a real process in it (through the Engine API). Requests are checked
+// against the contract (credentials, auth token, router JWT, names, tags, timeouts, resources)
+// and what real Modal refuses is refused.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+const (
+	controlPrefix = "/modal.client.ModalClient/"
+	routerPrefix  = "/modal.task_command_router.TaskCommandRouter/"
+	maxSandboxTTL = 24 * 60 * 60
+)
+
+var (
+	objectName = regexp.MustCompile(`^[a-zA-Z0-9\-_.]{1,64}$`)
+	appIDShape = regexp.MustCompile(`^ap-[a-zA-Z0-9]{22}$`)
+	// knownGPUs are the types Modal offers.
+	knownGPUs = map[string]bool{"T4": true, "L4": true, "A10G": true, "A100": true, "A100-40GB": true,
+		"A100-80GB": true, "L40S": true, "H100": true, "H200": true, "B200": true}
+)
+
+// fakeModal is the control plane; fakeRouter (fake_router_test.go) the task command router.
+type fakeModal struct {
+	pb.UnimplementedModalClientServer
+
+	t           testing.TB
+	docker      *client.Client
+	label       string            // docker label key=value put on everything made
+	registry    map[string]string // registry tag → local docker image
+	tokenID     string
+	tokenSecret string
+	addr        string
+	srv         *grpc.Server
+	router      *fakeRouter
+
+	mu          sync.Mutex
+	authTokens  map[string]bool
+	jwts        map[string]string // router JWT → task id
+	apps        map[string]string // name → app id
+	images      map[string]string // image id → docker image
+	committed   []string          // docker images made by snapshots
+	sandboxes   map[string]*fakeSandbox
+	gpuCapacity map[string]int
+	calls       map[string]int
+	failures    map[string][]codes.Code // injected failures per method, consumed in order
+	lostReplies map[string]int          // calls whose reply is lost after they took effect
+	creates     []*pb.SandboxCreateRequest
+}
+
+type fakeSandbox struct {
+	id, taskID, appID, name string
+	imageID                 string
+	tags                    map[string]string
+	def                     *pb.Sandbox
+	container               string
+	created                 time.Time
+
+	mu         sync.Mutex
+	result     *pb.GenericResult // nil while running
+	done       chan struct{}
+	execs      map[string]*fakeExec
+	lastActive time.Time
+	stopTimer  func()
+}
+
+func randID(prefix string) string {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [22]byte
+	rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return prefix + string(b[:])
+}
+
+// jwt makes a three-part token whose middle is base64url JSON with an exp claim.
+func jwt(claims map[string]any) string {
+	enc := base64.RawURLEncoding
+	head, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
+	body, _ := json.Marshal(claims)
+	return enc.EncodeToString(head) + "." + enc.EncodeToString(body) + "." + enc.EncodeToString([]byte(randID("sig-")))
+}
+
+// startFake starts the fake on a loopback port; everything it made is removed at cleanup.
+func startFake(t testing.TB, cli *client.Client, dockerImage, label string) *fakeModal {
+	t.Helper()
+	f := &fakeModal{t: t, docker: cli, label: label,
+		registry:    map[string]string{"python:3.12-slim": dockerImage, "busybox:latest": dockerImage},
+		tokenID:     "ak-" + randID(""),
+		tokenSecret: "as-" + randID(""),
+		authTokens:  map[string]bool{}, jwts: map[string]string{}, apps: map[string]string{},
+		images: map[string]string{}, sandboxes: map[string]*fakeSandbox{},
+		gpuCapacity: map[string]int{"T4": 1}, calls: map[string]int{}, failures: map[string][]codes.Code{}, lostReplies: map[string]int{}}
+	f.router = &fakeRouter{f: f}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = ln.Addr().String()
+	f.srv = grpc.NewServer(grpc.ChainUnaryInterceptor(f.unaryAuth), grpc.ChainStreamInterceptor(f.streamAuth))
+	pb.RegisterModalClientServer(f.srv, f)
+	pb.RegisterTaskCommandRouterServer(f.srv, f.router)
+	go f.srv.Serve(ln)
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeModal) url() string { return "http://" + f.addr }
+
+func (f *fakeModal) close() {
+	f.srv.Stop()
+	f.mu.Lock()
+	sbs := make([]*fakeSandbox, 0, len(f.sandboxes))
+	for _, sb := range f.sandboxes {
+		sbs = append(sbs, sb)
+	}
+	committed := f.committed
+	f.mu.Unlock()
+	for _, sb := range sbs {
+		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, img := range committed {
+		f.docker.ImageRemove(ctx, img, image.RemoveOptions{Force: true, PruneChildren: true})
+	}
+}
+
+// count returns how many times a method (short name) was called.
+func (f *fakeModal) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// failNext makes the next calls of method fail with these codes, in order.
+func (f *fakeModal) failNext(method string, c ...codes.Code) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures[method] = append(f.failures[method], c...)
+}
+
+// sandboxByName returns the running sandbox with this name, if any.
+func (f *fakeModal) sandboxByName(name string) *fakeSandbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sb := range f.sandboxes {
+		if sb.name == name && sb.running() {
+			return sb
+		}
+	}
+	return nil
+}
+
+func (f *fakeModal) running() []*fakeSandbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*fakeSandbox
+	for _, sb := range f.sandboxes {
+		if sb.running() {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+func (sb *fakeSandbox) running() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.result == nil
+}
+
+// check runs before every call: injected failures, credentials and tokens.
+func (f *fakeModal) check(ctx context.Context, method string) error {
+	short := method[strings.LastIndex(method, "/")+1:]
+	f.mu.Lock()
+	f.calls[short]++
+	if q := f.failures[short]; len(q) > 0 {
+		f.failures[short] = q[1:]
+		f.mu.Unlock()
+		return status.Errorf(q[0], "injected failure of %s", short)
+	}
+	f.mu.Unlock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	get := func(k string) string {
+		if v := md.Get(k); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(method, controlPrefix):
+		if get("x-modal-client-type") == "" {
+			return status.Error(codes.InvalidArgument, "missing x-modal-client-type")
+		}
+		if get("x-modal-token-id") != f.tokenID || get("x-modal-token-secret") != f.tokenSecret {
+			return status.Error(codes.Unauthenticated, "Token ID or secret is invalid. Please check your Modal credentials.")
+		}
+		if short != "AuthTokenGet" {
+			f.mu.Lock()
+			ok := f.authTokens[get("x-modal-auth-token")]
+			f.mu.Unlock()
+			if !ok {
+				return status.Error(codes.Unauthenticated, "missing or invalid x-modal-auth-token")
+			}
+		}
+	case strings.HasPrefix(method, routerPrefix):
+		tok, ok := strings.CutPrefix(get("authorization"), "Bearer ")
+		f.mu.Lock()
+		_, known := f.jwts[tok]
+		f.mu.Unlock()
+		if !ok || !known {
+			return status.Error(codes.Unauthenticated, "invalid or missing router JWT")
+		}
+	}
+	return nil
+}
+
+// loseReplies makes the next n calls of method take effect and then fail with Unavailable,
+// as when the network drops the reply: the client cannot know whether they ran.
+func (f *fakeModal) loseReplies(method string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lostReplies[method] += n
+}
+
+func (f *fakeModal) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := f.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	resp, err := h(ctx, req)
+	short := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+	f.mu.Lock()
+	lose := err == nil && f.lostReplies[short] > 0
+	if lose {
+		f.lostReplies[short]--
+	}
+	f.mu.Unlock()
+	if lose {
+		return nil, status.Errorf(codes.Unavailable, "injected: the reply of %s was lost", short)
+	}
+	return resp, err
+}
+
+func (f *fakeModal) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := f.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// taskOfJWT returns the task a router call's JWT was issued for.
+func (f *fakeModal) taskOfJWT(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get("authorization")
+	if len(v) == 0 {
+		return ""
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.jwts[strings.TrimPrefix(v[0], "Bearer ")]
+}
+
+// control plane -----------------------------------------------------------------------------
+
+func (f *fakeModal) AuthTokenGet(ctx context.Context, _ *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
+	tok := jwt(map[string]any{"exp": time.Now().Add(time.Hour).Unix()})
+	f.mu.Lock()
+	f.authTokens[tok] = true
+	f.mu.Unlock()
+	return pb.AuthTokenGetResponse_builder{Token: tok}.Build(), nil
+}
+
+func (f *fakeModal) EnvironmentGetOrCreate(ctx context.Context, req *pb.EnvironmentGetOrCreateRequest) (*pb.EnvironmentGetOrCreateResponse, error) {
+	return pb.EnvironmentGetOrCreateResponse_builder{EnvironmentId: "en-" + randID("")[:22],
+		Metadata: pb.EnvironmentMetadata_builder{Name: "main",
+			Settings: pb.EnvironmentSettings_builder{ImageBuilderVersion: "2024.10"}.Build()}.Build()}.Build(), nil
+}
+
+func (f *fakeModal) AppGetOrCreate(ctx context.Context, req *pb.AppGetOrCreateRequest) (*pb.AppGetOrCreateResponse, error) {
+	name := req.GetAppName()
+	if !objectName.MatchString(name) || appIDShape.MatchString(name) {
+		return nil, status.Errorf(codes.InvalidArgument, "Invalid App name: '%s'", name)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.apps[name]
+	if !ok {
+		if req.GetObjectCreationType() != pb.ObjectCreationType_OBJECT_CREATION_TYPE_CREATE_IF_MISSING {
+			return nil, status.Errorf(codes.NotFound, "App '%s' not found", name)
+		}
+		id = randID("ap-")
+		f.apps[name] = id
+	}
+	return pb.AppGetOrCreateResponse_builder{AppId: id}.Build(), nil
+}
+
+func (f *fakeModal) appExists(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.apps {
+		if a == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeModal) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
+	if !f.appExists(req.GetAppId()) {
+		return nil, status.Error(codes.NotFound, "App not found")
+	}
+	if req.GetBuilderVersion() == "" {
+		return nil, status.Error(codes.InvalidArgument, "builder_version is required")
+	}
+	cmds := req.GetImage().GetDockerfileCommands()
+	if len(cmds) == 0 || !strings.HasPrefix(cmds[0], "FROM ") {
+		return nil, status.Error(codes.InvalidArgument, "the image needs a FROM command")
+	}
+	if len(cmds) > 1 {
+		return nil, status.Error(codes.Unimplemented, "the fake builds registry images only")
+	}
+	tag := strings.TrimPrefix(cmds[0], "FROM ")
+	local, ok := f.registry[tag]
+	id := randID("im-")
+	if !ok {
+		return pb.ImageGetOrCreateResponse_builder{ImageId: id, Result: pb.GenericResult_builder{
+			Status:    pb.GenericResult_GENERIC_STATUS_FAILURE,
+			Exception: fmt.Sprintf("pull access denied for %s, repository does not exist", tag)}.Build()}.Build(), nil
+	}
+	f.mu.Lock()
+	f.images[id] = local
+	f.mu.Unlock()
+	return pb.ImageGetOrCreateResponse_builder{ImageId: id,
+		Result: pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}.Build()}.Build(), nil
+}
+
+func (f *fakeModal) ImageFromId(ctx context.Context, req *pb.ImageFromIdRequest) (*pb.ImageFromIdResponse, error) {
+	f.mu.Lock()
+	_, ok := f.images[req.GetImageId()]
+	f.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "Image %s not found", req.GetImageId())
+	}
+	return pb.ImageFromIdResponse_builder{ImageId: req.GetImageId()}.Build(), nil
+}
+
+// validateTags applies the tag rules: non-empty unique names, bounded sizes.
+func validateTags(tags []*pb.SandboxTag) (map[string]string, error) {
+	out := map[string]string{}
+	if len(tags) > 50 {
+		return nil, status.Error(codes.InvalidArgument, "at most 50 tags")
+	}
+	for _, t := range tags {
+		n := t.GetTagName()
+		if n == "" || len(n) > 256 || len(t.GetTagValue()) > 256 {
+			return nil, status.Errorf(codes.InvalidArgument, "invalid tag %q", n)
+		}
+		if _, dup := out[n]; dup {
+			return nil, status.Errorf(codes.InvalidArgument, "duplicate tag %q", n)
+		}
+		out[n] = t.GetTagValue()
+	}
+	return out, nil
+}
+
+func (f *fakeModal) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest) (*pb.SandboxCreateResponse, error) {
+	def := req.GetDefinition()
+	if def == nil {
+		return nil, status.Error(codes.InvalidArgument, "definition is required")
+	}
+	if !f.appExists(req.GetAppId()) {
+		return nil, status.Error(codes.NotFound, "App not found")
+	}
+	f.mu.Lock()
+	local, ok := f.images[def.GetImageId()]
+	f.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "Image %q not found", def.GetImageId())
+	}
+	name := def.GetName()
+	if name != "" && (!objectName.MatchString(name) || appIDShape.MatchString(name)) {
+		return nil, status.Errorf(codes.InvalidArgument, "Invalid Sandbox name: '%s'", name)
+	}
+	if t := def.GetTimeoutSecs(); t == 0 || t > maxSandboxTTL {
+		return nil, status.Errorf(codes.InvalidArgument, "timeout must be between 1 and %d seconds, got %d", maxSandboxTTL, t)
+	}
+	if def.HasIdleTimeoutSecs() && def.GetIdleTimeoutSecs() == 0 {
+		return nil, status.Error(codes.InvalidArgument, "idle_timeout must be positive")
+	}
+	if def.HasWorkdir() && !strings.HasPrefix(def.GetWorkdir(), "/") {
+		return nil, status.Error(codes.InvalidArgument, "workdir must be absolute")
+	}
+	na := def.GetNetworkAccess()
+	switch na.GetNetworkAccessType() {
+	case pb.NetworkAccess_BLOCKED:
+		if len(na.GetAllowedCidrs())+len(na.GetAllowedDomains()) > 0 {
+			return nil, status.Error(codes.InvalidArgument, "a blocked network takes no allowlist")
+		}
+	case pb.NetworkAccess_ALLOWLIST:
+		for _, c := range na.GetAllowedCidrs() {
+			if _, _, err := net.ParseCIDR(c); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "invalid CIDR %q", c)
+			}
+		}
+	}
+	res := def.GetResources()
+	if g := res.GetGpuConfig(); g.GetGpuType() != "" || g.GetCount() > 0 {
+		if !knownGPUs[g.GetGpuType()] || g.GetCount() < 1 {
+			return nil, status.Errorf(codes.InvalidArgument, "unknown GPU %q (count %d)", g.GetGpuType(), g.GetCount())
+		}
+		f.mu.Lock()
+		free := f.gpuCapacity[g.GetGpuType()]
+		f.mu.Unlock()
+		if free < int(g.GetCount()) {
+			return nil, status.Errorf(codes.ResourceExhausted, "no capacity for %d × %s GPU", g.GetCount(), g.GetGpuType())
+		}
+	}
+	tags, err := validateTags(req.GetTags())
+	if err != nil {
+		return nil, err
+	}
+	if name != "" {
+		f.mu.Lock()
+		for _, other := range f.sandboxes {
+			if other.appID == req.GetAppId() && other.name == name && other.running() {
+				f.mu.Unlock()
+				return nil, status.Errorf(codes.AlreadyExists, "Sandbox with name '%s' already exists", name)
+			}
+		}
+		f.mu.Unlock()
+	}
+	sb := &fakeSandbox{id: randID("sb-"), taskID: randID("ta-"), appID: req.GetAppId(), name: name,
+		imageID: def.GetImageId(), tags: tags, def: def, created: time.Now(), done: make(chan struct{}),
+		execs: map[string]*fakeExec{}, lastActive: time.Now()}
+	cmd := def.GetEntrypointArgs()
+	if len(cmd) == 0 {
+		cmd = []string{"sleep", "2147483647"}
+	}
+	k, v, _ := strings.Cut(f.label, "=")
+	hc := &container.HostConfig{NetworkMode: "none", Init: boolPtr(true)}
+	if mb := res.GetMemoryMb(); mb > 0 {
+		hc.Resources.Memory = int64(mb) << 20
+	}
+	cr, err := f.docker.ContainerCreate(ctx, &container.Config{Image: local, Cmd: cmd, WorkingDir: def.GetWorkdir(),
+		Labels: map[string]string{k: v}}, hc, nil, nil, "")
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "create container: %v", err)
+	}
+	sb.container = cr.ID
+	if err := f.docker.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
+		f.docker.ContainerRemove(context.WithoutCancel(ctx), cr.ID, container.RemoveOptions{Force: true})
+		return nil, status.Errorf(codes.Internal, "start container: %v", err)
+	}
+	f.mu.Lock()
+	f.sandboxes[sb.id] = sb
+	f.creates = append(f.creates, req)
+	f.mu.Unlock()
+	ttl := time.AfterFunc(time.Duration(def.GetTimeoutSecs())*time.Second, func() {
+		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT)
+	})
+	stop := make(chan struct{})
+	sb.stopTimer = func() { ttl.Stop(); close(stop) }
+	if def.HasIdleTimeoutSecs() {
+		idle := time.Duration(def.GetIdleTimeoutSecs()) * time.Second
+		go func() {
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					if sb.idleFor() > idle {
+						f.terminate(sb, pb.GenericResult_GENERIC_STATUS_IDLE_TIMEOUT)
+						return
+					}
+				}
+			}
+		}()
+	}
+	return pb.SandboxCreateResponse_builder{SandboxId: sb.id}.Build(), nil
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// idleFor is how long nothing ran in the sandbox and nothing was sent to it.
+func (sb *fakeSandbox) idleFor() time.Duration {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	for _, e := range sb.execs {
+		if !e.hasExited() {
+			return 0
+		}
+	}
+	return time.Since(sb.lastActive)
+}
+
+func (sb *fakeSandbox) touch() {
+	sb.mu.Lock()
+	sb.lastActive = time.Now()
+	sb.mu.Unlock()
+}
+
+// terminate ends a sandbox (its container is removed) with the given status.
+func (f *fakeModal) terminate(sb *fakeSandbox, st pb.GenericResult_GenericStatus) bool {
+	sb.mu.Lock()
+	if sb.result != nil {
+		sb.mu.Unlock()
+		return false
+	}
+	sb.result = pb.GenericResult_builder{Status: st}.Build()
+	execs := make([]*fakeExec, 0, len(sb.execs))
+	for _, e := range sb.execs {
+		execs = append(execs, e)
+	}
+	stop := sb.stopTimer
+	sb.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f.docker.ContainerRemove(ctx, sb.container, container.RemoveOptions{Force: true})
+	for _, e := range execs {
+		e.kill()
+	}
+	close(sb.done)
+	return true
+}
+
+func (f *fakeModal) sandbox(id string) (*fakeSandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.sandboxes[id]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "Sandbox %s not found", id)
+	}
+	return sb, nil
+}
+
+func (f *fakeModal) SandboxGetTaskId(ctx context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
+	sb, err := f.sandbox(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.result != nil {
+		return pb.SandboxGetTaskIdResponse_builder{TaskResult: sb.result}.Build(), nil
+	}
+	return pb.SandboxGetTaskIdResponse_builder{TaskId: &sb.taskID}.Build(), nil
+}
+
+func (f *fakeModal) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGetCommandRouterAccessRequest) (*pb.TaskGetCommandRouterAccessResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sb := range f.sandboxes {
+		if sb.taskID == req.GetTaskId() {
+			tok := jwt(map[string]any{"exp": time.Now().Add(time.Hour).Unix(), "task_id": sb.taskID})
+			f.jwts[tok] = sb.taskID
+			return pb.TaskGetCommandRouterAccessResponse_builder{Jwt: tok, Url: "https://" + f.addr}.Build(), nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "task %s not found", req.GetTaskId())
+}
+
+func (f *fakeModal) SandboxGetFromName(ctx context.Context, req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
+	f.mu.Lock()
+	appID, ok := f.apps[req.GetAppName()]
+	f.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "App '%s' not found", req.GetAppName())
+	}
+	for _, sb := range f.running() {
+		if sb.appID == appID && sb.name == req.GetSandboxName() {
+			return pb.SandboxGetFromNameResponse_builder{SandboxId: sb.id}.Build(), nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "Sandbox with name '%s' not found", req.GetSandboxName())
+}
+
+func (f *fakeModal) SandboxList(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
+	want, err := validateTags(req.GetTags())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetAppId() != "" && !f.appExists(req.GetAppId()) {
+		return nil, status.Error(codes.NotFound, "App not found")
+	}
+	f.mu.Lock()
+	var list []*fakeSandbox
+	for _, sb := range f.sandboxes {
+		list = append(list, sb)
+	}
+	f.mu.Unlock()
+	sort.Slice(list, func(i, j int) bool { return list[i].created.After(list[j].created) })
+	var out []*pb.SandboxInfo
+	for _, sb := range list {
+		created := float64(sb.created.UnixNano()) / 1e9
+		if (req.GetAppId() != "" && sb.appID != req.GetAppId()) || (!req.GetIncludeFinished() && !sb.running()) ||
+			(req.GetBeforeTimestamp() > 0 && created >= req.GetBeforeTimestamp()) {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			match = match && sb.tags[k] == v
+		}
+		if !match {
+			continue
+		}
+		var tags []*pb.SandboxTag
+		for k, v := range sb.tags {
+			tags = append(tags, pb.SandboxTag_builder{TagName: k, TagValue: v}.Build())
+		}
+		out = append(out, pb.SandboxInfo_builder{Id: sb.id, CreatedAt: created, AppId: sb.appID, Tags: tags, Name: sb.name}.Build())
+		if len(out) == 25 {
+			break
+		}
+	}
+	return pb.SandboxListResponse_builder{Sandboxes: out}.Build(), nil
+}
+
+func (f *fakeModal) SandboxTerminate(ctx context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
+	sb, err := f.sandbox(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	sb.mu.Lock()
+	prev := sb.result
+	sb.mu.Unlock()
+	f.terminate(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED)
+	return pb.SandboxTerminateResponse_builder{ExistingResult: prev}.Build(), nil
+}
+
+func (f *fakeModal) SandboxWait(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
+	sb, err := f.sandbox(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetTimeout() > 0 {
+		t := time.NewTimer(time.Duration(float64(req.GetTimeout()) * float64(time.Second)))
+		defer t.Stop()
+		select {
+		case <-sb.done:
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return pb.SandboxWaitResponse_builder{Result: sb.result}.Build(), nil
+}
+
+func (f *fakeModal) SandboxTagsGet(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
+	sb, err := f.sandbox(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	var tags []*pb.SandboxTag
+	for k, v := range sb.tags {
+		tags = append(tags, pb.SandboxTag_builder{TagName: k, TagValue: v}.Build())
+	}
+	return pb.SandboxTagsGetResponse_builder{Tags: tags}.Build(), nil
+}
+
+func (f *fakeModal) SandboxTagsSet(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
+	sb, err := f.sandbox(req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	tags, err := validateTags(req.GetTags())
+	if err != nil {
+		return nil, err
+	}
+	sb.mu.Lock()
+	sb.tags = tags
+	sb.mu.Unlock()
+	return &emptypb.Empty{}, nil
+}

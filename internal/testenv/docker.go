@@ -1,0 +1,76 @@
+package testenv
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+var engine struct {
+	sync.Once
+	cli *client.Client
+	err error
+}
+
+// DockerEngine returns a client of the Docker engine (DOCKER_HOST or the local socket), or
+// skips the test (fails it with HERMES_SANDBOX_TEST_REQUIRE=docker) when none answers; why
+// says what the test needs it for.
+func DockerEngine(t testing.TB, why string) *client.Client {
+	t.Helper()
+	engine.Do(func() {
+		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if engine.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, engine.err = engine.cli.Ping(ctx)
+	})
+	if engine.err != nil {
+		Missing(t, "docker", why+"no Docker engine answers: "+engine.err.Error())
+	}
+	return engine.cli
+}
+
+// RemoveContainers force-removes every container carrying label (key=value) and returns their
+// names, for a TestMain that fails when tests leave containers behind.
+func RemoveContainers(cli *client.Client, label string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label))})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, c := range list {
+		names = append(names, "container "+strings.Join(c.Names, ","))
+		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+	return names
+}
+
+// Percentile returns the p-th percentile of ds.
+func Percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(len(s)-1, i-1))]
+}
+
+// ReportLatency adds the p50 and p95 of ds, in milliseconds, to a benchmark's output.
+func ReportLatency(b *testing.B, ds []time.Duration) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(Percentile(ds, 50)), "p50-ms")
+	b.ReportMetric(ms(Percentile(ds, 95)), "p95-ms")
+	b.ReportMetric(0, "ns/op")
+}
