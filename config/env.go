@@ -31,6 +31,7 @@ var providerEnv = []struct{ name, key string }{
 	{"MODAL_TOKEN_ID", "modal.token_id"},
 	{"MODAL_TOKEN_SECRET", "modal.token_secret"},
 	{"DAYTONA_API_KEY", "daytona.api_key"},
+	{"DAYTONA_API_URL", "daytona.api_url"},
 	{"VERCEL_TOKEN", "vercel.token"},
 	{"VERCEL_OIDC_TOKEN", "vercel.oidc_token"},
 }

@@ -2,13 +2,8 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"debug/elf"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -111,25 +106,8 @@ func testImage(t testing.TB) string {
 	if testImg.ref != "" {
 		return testImg.ref
 	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		bb = "/bin/busybox"
-	}
-	if err := checkStatic(bb); err != nil {
-		testenv.Missing(t, "docker", "the test image needs a static busybox: apt-get install busybox-static ("+err.Error()+")")
-	}
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bb, "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
-	applets := strings.Fields(string(out))
-	const layout = "busybox-rootfs-v2: /bin applets, passwd with sandbox(1000), /tmp 0755, no /workspace"
-	sum := sha256.Sum256(append(data, layout...))
-	ref := "hermes-sandbox-test/busybox:" + hex.EncodeToString(sum[:])[:12]
+	dir, sum := testenv.BusyboxRootfs(t)
+	ref := "hermes-sandbox-test/busybox:" + sum
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cli := needEngine(t)
@@ -137,48 +115,12 @@ func testImage(t testing.TB) string {
 		testImg.ref = ref
 		return ref
 	}
-	dir := t.TempDir()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "sys", "dev", "root", "usr/bin", "home/sandbox"} {
-		must(os.MkdirAll(filepath.Join(dir, d), 0o755))
-	}
-	// /tmp 0755, as in a bare root filesystem: the sandbox must still work.
-	must(os.Chmod(filepath.Join(dir, "tmp"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "bin", "busybox"), data, 0o755))
-	for _, a := range applets {
-		if a == "busybox" {
-			continue
-		}
-		must(os.Symlink("busybox", filepath.Join(dir, "bin", a)))
-	}
-	must(os.Symlink("/bin/env", filepath.Join(dir, "usr", "bin", "env")))
-	must(os.WriteFile(filepath.Join(dir, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"), 0o644))
-	must(os.WriteFile(filepath.Join(dir, "etc", "group"), []byte("root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"), 0o644))
 	b := newBackendWith(t, t.TempDir(), func(c *config.Config) { c.Docker.Image = ref })
 	if _, err := b.Import(ctx, ImportSource{RootfsDir: dir}, ref, nil); err != nil {
 		t.Fatalf("import the test image: %v", err)
 	}
 	testImg.ref = ref
 	return ref
-}
-
-func checkStatic(p string) error {
-	f, err := elf.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked", p)
-		}
-	}
-	return nil
 }
 
 // newBackend returns a docker backend on the test image with a fresh state directory; mut
