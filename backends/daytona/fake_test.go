@@ -542,10 +542,11 @@ func (f *fakeDaytona) createContainer(ctx context.Context, b *fakeBox) error {
 	if err := f.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 		return err
 	}
-	// The image's home belongs to root; Daytona's user owns its home.
-	_, code, err := f.run(ctx, b, "0", "", nil, []string{"chown", fakeUser, fakeHome})
+	// The image's home and /tmp belong to root; Daytona's user owns its home, and /tmp is
+	// the usual sticky, world-writable directory.
+	_, code, err := f.run(ctx, b, "0", "", nil, []string{"sh", "-c", "chown " + fakeUser + " " + fakeHome + " && chmod 1777 /tmp"})
 	if err == nil && code != 0 {
-		err = fmt.Errorf("chown home: exit %d", code)
+		err = fmt.Errorf("prepare home and /tmp: exit %d", code)
 	}
 	return err
 }

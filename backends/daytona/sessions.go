@@ -28,7 +28,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 	var out []sandbox.SessionInfo
 	for _, sb := range list {
 		name := sb.Labels[labelSession]
-		if sandbox.ValidateSessionName(name) != nil || sb.Name != b.sandboxName(name) {
+		if sandbox.ValidateSessionName(name) != nil || sb.Name != b.sandboxName(name) || statesGone[sb.State] {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.ID, State: sb.State}
@@ -50,7 +50,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	}
 	sname := b.sandboxName(name)
 	sb, err := b.api.get(ctx, sname)
-	if statusOf(err) == http.StatusNotFound {
+	if statusOf(err) == http.StatusNotFound || (err == nil && statesGone[sb.State]) {
 		b.dropRecord(name)
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
 	}
