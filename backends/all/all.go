@@ -3,6 +3,7 @@
 package all
 
 import (
+	"github.com/hermes-sandbox/hermes-sandbox/backends/daytona"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
@@ -17,5 +18,6 @@ func Backends() *sandbox.Registry {
 	r.Register(docker.Name, docker.New)
 	r.Register(ssh.Name, ssh.New)
 	r.Register(singularity.Name, singularity.New)
+	r.Register(daytona.Name, daytona.New)
 	return r
 }

@@ -16,6 +16,8 @@ func TestConformance(t *testing.T) {
 	state := t.TempDir()
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, nil) },
+		// Each new session creates a sandbox and uploads the helper: seconds, as on Daytona.
+		Slow: 2,
 	})
 }
 

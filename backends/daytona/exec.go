@@ -41,24 +41,30 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if b.isClosed() {
 		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: s.name, Err: sandbox.ErrClosed}
 	}
-	s.mu.Lock()
-	known := s.sandboxID
-	s.mu.Unlock()
-	sb, recreated, err := b.ensure(ctx, s.name, known)
-	if err != nil {
-		return channel.Started{}, err
-	}
-	s.mu.Lock()
-	s.sandboxID = sb.ID
-	s.mu.Unlock()
-	tb := b.api.toolbox(sb)
-	cmdline, err := b.installHelper(ctx, tb, sb)
-	if err != nil {
-		return channel.Started{}, err
-	}
-	client, err := b.attach(ctx, tb, sb, cmdline)
-	if err != nil {
-		return channel.Started{}, err
+	var client *agent.Client
+	recreated := false
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		known := s.sandboxID
+		s.mu.Unlock()
+		sb, rec, err := b.ensure(ctx, s.name, known)
+		if err != nil {
+			return channel.Started{}, err
+		}
+		recreated = recreated || rec
+		s.mu.Lock()
+		s.sandboxID = sb.ID
+		s.mu.Unlock()
+		client, err = b.helper(ctx, sb)
+		if err == nil {
+			break
+		}
+		// A sandbox that stopped (auto-stop, someone else) between the start and the
+		// helper is started again; a helper that fails in a running sandbox is a real error.
+		if attempt == 2 || ctx.Err() != nil || b.started(ctx, sb.ID) {
+			return channel.Started{}, err
+		}
+		b.log.Debug("sandbox stopped while the helper started; again", "sandbox", sb.Name, "err", err)
 	}
 	// terminal.env_passthrough values travel inside the protocol, never in the sandbox's
 	// environment on Daytona's side nor on a command line.
@@ -72,6 +78,22 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
 	}
 	return channel.Started{Client: client, Recreated: recreated}, nil
+}
+
+// helper installs the helper if needed and attaches to it.
+func (b *Backend) helper(ctx context.Context, sb sandboxInfo) (*agent.Client, error) {
+	tb := b.api.toolbox(sb)
+	cmdline, err := b.installHelper(ctx, tb, sb)
+	if err != nil {
+		return nil, err
+	}
+	return b.attach(ctx, tb, sb, cmdline)
+}
+
+// started reports whether the sandbox is (still) started.
+func (b *Backend) started(ctx context.Context, id string) bool {
+	sb, err := b.api.get(ctx, id)
+	return err == nil && sb.State == "started"
 }
 
 // passthrough returns the terminal.env_passthrough values of the caller's environment.
