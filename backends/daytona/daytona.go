@@ -174,7 +174,7 @@ func (b *Backend) Name() string { return Name }
 
 // Capabilities reports what daytona sessions do.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	iso := "Daytona sandbox (a container or VM on Daytona's runners)"
+	iso := "Daytona sandbox (a container or VM on Daytona's runners); commands over the sandbox-agent helper on the toolbox PTY WebSocket"
 	if b.cfg.NetworkBlockAll {
 		iso += ", network blocked"
 		if len(b.cfg.NetworkAllowList) > 0 {
