@@ -74,6 +74,7 @@ type Backend struct {
 
 	agentMu sync.Mutex
 	agents  map[string]*helperImage // by architecture
+	started map[string]string       // sandbox id → the shell line that started its helper
 
 	mu     sync.Mutex
 	closed bool
@@ -135,6 +136,7 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 		recordDir: filepath.Join(state, "daytona", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
 		agents:    map[string]*helperImage{},
+		started:   map[string]string{},
 	}
 	return b, nil
 }

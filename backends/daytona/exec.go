@@ -61,7 +61,7 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		}
 		// A sandbox that stopped (auto-stop, someone else) between the start and the
 		// helper is started again; a helper that fails in a running sandbox is a real error.
-		if attempt == 2 || ctx.Err() != nil || b.started(ctx, sb.ID) {
+		if attempt == 2 || ctx.Err() != nil || b.isStarted(ctx, sb.ID) {
 			return channel.Started{}, err
 		}
 		b.log.Debug("sandbox stopped while the helper started; again", "sandbox", sb.Name, "err", err)
@@ -81,17 +81,35 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 }
 
 // helper installs the helper if needed and attaches to it.
+// A sandbox woken from sleep still has the helper this process installed or found, so the
+// line that started it is tried again first, saving the probe.
 func (b *Backend) helper(ctx context.Context, sb sandboxInfo) (*agent.Client, error) {
 	tb := b.api.toolbox(sb)
+	b.agentMu.Lock()
+	known := b.started[sb.ID]
+	b.agentMu.Unlock()
+	if known != "" {
+		c, err := b.attach(ctx, tb, sb, known)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		b.log.Debug("the helper did not start where it was; probing", "sandbox", sb.Name, "err", err)
+	}
 	cmdline, err := b.installHelper(ctx, tb, sb)
 	if err != nil {
 		return nil, err
 	}
-	return b.attach(ctx, tb, sb, cmdline)
+	c, err := b.attach(ctx, tb, sb, cmdline)
+	if err == nil {
+		b.agentMu.Lock()
+		b.started[sb.ID] = cmdline
+		b.agentMu.Unlock()
+	}
+	return c, err
 }
 
-// started reports whether the sandbox is (still) started.
-func (b *Backend) started(ctx context.Context, id string) bool {
+// isStarted reports whether the sandbox is (still) started.
+func (b *Backend) isStarted(ctx context.Context, id string) bool {
 	sb, err := b.api.get(ctx, id)
 	return err == nil && sb.State == "started"
 }
@@ -197,7 +215,9 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	// The terminal becomes a clean 8-bit pipe (no echo, no line editing, no signals from
 	// bytes, no CR/LF mapping) before the helper starts; what the shell echoed before that
 	// is skipped by the client, which waits for the helper's greeting.
-	return "stty raw -echo -iexten -ixon -opost; exec " + strings.Join(args, " ") + " 2>>" + shQuote(dir+"/helper.log") + "\n", nil
+	// An interactive shell survives a failed exec: `exit` then ends the PTY, so the client
+	// learns at once that the helper did not start.
+	return "stty raw -echo -iexten -ixon -opost; exec " + strings.Join(args, " ") + " 2>>" + shQuote(dir+"/helper.log") + "; exit 127\n", nil
 }
 
 // attach opens a PTY session in the sandbox, connects to it over the toolbox WebSocket and

@@ -101,6 +101,19 @@ func TestHibernateWake(t *testing.T) {
 			t.Errorf("after %s: state %q; want started", how, got)
 		}
 	}
+	// The helper removed while the sandbox slept: the wake notices at once and installs it.
+	run(t, sess, "rm -f ~/.hermes-sandbox/agent-*")
+	sb, _ := b.api.get(ctxT(t, time.Minute), name)
+	if err := b.stopSandbox(ctxT(t, time.Minute), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	uploads := f.count("UploadFile")
+	if res := run(t, sess, "cat ~/note"); res.Stdout != "dream\n" {
+		t.Errorf("after losing the helper: %q; want the file", res.Stdout)
+	}
+	if f.count("UploadFile") == uploads {
+		t.Error("the lost helper was not uploaded again")
+	}
 }
 
 // TestAutoStop: auto_stop is always sent, in minutes, never 0; on the fake's scaled clock an
