@@ -39,8 +39,8 @@ func (b *Backend) Warnings() []string {
 	if b.cfg.AutoStop > 24*time.Hour {
 		w = append(w, fmt.Sprintf("daytona.auto_stop is %s: an idle sandbox keeps running (and costing) that long", b.cfg.AutoStop))
 	}
-	if len(b.opts.Config.Terminal.EnvPassthrough) > 0 {
-		w = append(w, fmt.Sprintf("terminal.env_passthrough sends %v from this machine into Daytona sandboxes", b.opts.Config.Terminal.EnvPassthrough))
+	if len(b.opts.EnvPassthrough) > 0 {
+		w = append(w, fmt.Sprintf("terminal.env_passthrough sends %v from this machine into Daytona sandboxes", b.opts.EnvPassthrough))
 	}
 	return w
 }

@@ -80,14 +80,13 @@ type Backend struct {
 	closed bool
 }
 
-// New builds the daytona backend from the configuration. It contacts nothing.
-func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) { return NewWith(opts, Options{}) }
+// New builds the daytona backend from its config section. It contacts nothing.
+func New(cfg config.DaytonaConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	return NewWith(cfg, opts, Options{})
+}
 
 // NewWith is New with extra options for Go callers.
-func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
-	if opts.Config == nil {
-		return nil, fmt.Errorf("daytona: no configuration: %w", sandbox.ErrInvalidConfig)
-	}
+func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("daytona: no state directory: %w", sandbox.ErrInvalidConfig)
 	}
@@ -95,7 +94,6 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daytona: state directory: %w", err)
 	}
-	cfg := opts.Config.Daytona
 	apiURL := strings.TrimRight(cfg.APIURL, "/")
 	if apiURL == "" {
 		if v, ok := opts.Getenv("DAYTONA_API_URL"); ok && v != "" {
@@ -105,15 +103,12 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 		}
 	}
 	key := cfg.APIKey.Reveal()
-	source := keySource(opts.Config)
 	if key == "" {
-		if v, ok := opts.Getenv("DAYTONA_API_KEY"); ok && v != "" {
-			key, source = v, "from DAYTONA_API_KEY"
-		}
+		key, _ = opts.Getenv("DAYTONA_API_KEY")
 	}
 	hc := extra.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 0, Transport: http.DefaultTransport}
+		hc = &http.Client{Transport: http.DefaultTransport}
 	}
 	if extra.PollInterval <= 0 {
 		extra.PollInterval = 500 * time.Millisecond
@@ -122,6 +117,8 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 		extra.StateTimeout = 5 * time.Minute
 	}
 	owner := ownerName()
+	// The scope hashes the owner as well as the state directory: sandbox names are unique
+	// per organisation, which many machines share.
 	sum := sha256.Sum256([]byte(owner + "\x00" + state))
 	b := &Backend{
 		opts:      opts,
@@ -130,7 +127,7 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 		log:       opts.Log().With("backend", Name),
 		api:       &apiClient{base: apiURL, key: key, org: cfg.OrganizationID, hc: hc, retry: defaultRetry},
 		apiURL:    apiURL,
-		keySource: source,
+		keySource: keySource(key, opts),
 		scope:     hex.EncodeToString(sum[:])[:10],
 		owner:     owner,
 		recordDir: filepath.Join(state, "daytona", "sessions"),
@@ -141,22 +138,16 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	return b, nil
 }
 
-// keySource says where daytona.api_key came from, for error messages.
-func keySource(c *config.Config) string {
-	switch c.Source("daytona.api_key") {
-	case config.SourceSecrets:
-		if p := c.SecretsPath(); p != "" {
-			return "from " + p
+// keySource says where the API key came from, for error messages. The configuration takes
+// secrets.yaml first, then HERMES_SANDBOX_DAYTONA_API_KEY, then DAYTONA_API_KEY; a value equal
+// to one of those variables came from it.
+func keySource(key string, opts sandbox.FactoryOptions) string {
+	for _, name := range []string{"HERMES_SANDBOX_DAYTONA_API_KEY", "DAYTONA_API_KEY"} {
+		if v, ok := opts.Getenv(name); ok && v != "" && v == key {
+			return "from " + name
 		}
-		return "from secrets.yaml"
-	case config.SourceEnv:
-		return "from the environment (DAYTONA_API_KEY or HERMES_SANDBOX_DAYTONA_API_KEY)"
-	case config.SourceFlag:
-		return "given on the command line"
-	case config.SourceFile:
-		return "from the config file"
 	}
-	return "from the configuration"
+	return "from secrets.yaml (daytona.api_key)"
 }
 
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._@-]+`)
@@ -183,7 +174,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 			iso += " except " + strings.Join(b.cfg.NetworkAllowList, ",")
 		}
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true,
 		Isolation: iso, Network: !b.cfg.NetworkBlockAll || len(b.cfg.NetworkAllowList) > 0}
 }
 
@@ -288,4 +279,5 @@ var (
 	_ sandbox.Checker        = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
 	_ sandbox.Baseliner      = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
 )

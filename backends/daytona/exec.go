@@ -117,7 +117,7 @@ func (b *Backend) isStarted(ctx context.Context, id string) bool {
 // passthrough returns the terminal.env_passthrough values of the caller's environment.
 func (b *Backend) passthrough() map[string]string {
 	env := map[string]string{}
-	for _, name := range b.opts.Config.Terminal.EnvPassthrough {
+	for _, name := range b.opts.EnvPassthrough {
 		if v, ok := b.opts.Getenv(name); ok {
 			env[name] = v
 		}
@@ -203,7 +203,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 			return "", &sandbox.Error{Backend: Name, Op: "install helper", ID: sb.Name, Err: fmt.Errorf("%s (exit %d): %w", strings.TrimSpace(res.Result), res.ExitCode, sandbox.ErrUnavailable)}
 		}
 	}
-	shell := string(b.opts.Config.Terminal.Shell)
+	shell := b.opts.Shell
 	if shell == "" {
 		shell = "auto"
 	}

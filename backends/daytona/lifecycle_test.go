@@ -249,7 +249,7 @@ func TestCredentialErrors(t *testing.T) {
 	bad := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Daytona.APIKey = "dtn_wrong" })
 	sess := open(t, bad, "badkey")
 	_, err := sess.Exec(ctxT(t, time.Minute), sandbox.Command{Script: "true"})
-	if !errors.Is(err, sandbox.ErrDenied) || !strings.Contains(err.Error(), "rejected the API key from the configuration") {
+	if !errors.Is(err, sandbox.ErrDenied) || !strings.Contains(err.Error(), "rejected the API key from secrets.yaml") {
 		t.Errorf("Exec with a wrong key = %v; want ErrDenied saying where the key came from", err)
 	}
 	if err := bad.Check(ctxT(t, time.Minute)); !errors.Is(err, sandbox.ErrDenied) {
@@ -257,7 +257,7 @@ func TestCredentialErrors(t *testing.T) {
 	}
 	// DAYTONA_API_KEY and DAYTONA_API_URL from the caller's environment.
 	cfg := config.NewConfig()
-	env, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir(),
+	env, err := NewWith(cfg.Daytona, sandbox.FactoryOptions{StateDir: t.TempDir(),
 		Environ: []string{"DAYTONA_API_KEY=" + f.key, "DAYTONA_API_URL=" + f.apiURL()}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -265,10 +265,13 @@ func TestCredentialErrors(t *testing.T) {
 	if err := env.Check(ctxT(t, time.Minute)); err != nil {
 		t.Errorf("Check with DAYTONA_API_KEY/DAYTONA_API_URL = %v; want nil", err)
 	}
+	if env.keySource != "from DAYTONA_API_KEY" {
+		t.Errorf("key source = %q; want from DAYTONA_API_KEY", env.keySource)
+	}
 	if env.apiURL != f.apiURL() {
 		t.Errorf("api url = %q; want %q from DAYTONA_API_URL", env.apiURL, f.apiURL())
 	}
-	if def, _ := NewWith(sandbox.FactoryOptions{Config: config.NewConfig(), StateDir: t.TempDir()}, Options{}); def.apiURL != DefaultAPIURL {
+	if def, _ := NewWith(cfg.Daytona, sandbox.FactoryOptions{StateDir: t.TempDir()}, Options{}); def.apiURL != DefaultAPIURL {
 		t.Errorf("default api url = %q; want %q", def.apiURL, DefaultAPIURL)
 	}
 }
@@ -318,6 +321,17 @@ func TestConflicts(t *testing.T) {
 	if n := f.count("startSandbox"); n < 3 {
 		t.Errorf("startSandbox called %d times; want at least 3 (two 409s, then a start)", n)
 	}
+
+	// gc stops this scope's idle sandboxes and never touches another owner's.
+	s2.Close()
+	rep, err := b.Collect(ctxT(t, time.Minute), sandbox.GCOptions{IdleTimeout: time.Nanosecond})
+	if err != nil || len(rep.Removed) != 1 || rep.Removed[0].Name != b.sandboxName("busy") {
+		t.Errorf("Collect() = %+v, %v; want only %s stopped", rep, err, b.sandboxName("busy"))
+	}
+	waitState(t, f, b.sandboxName("busy"), "stopped")
+	if got := f.state(b.sandboxName("clash")); got != "started" {
+		t.Errorf("another owner's sandbox is %q after gc; want it untouched (started)", got)
+	}
 }
 
 // TestUnknownCompletionNotRerun: a toolbox command that got no usable answer is not sent
@@ -345,8 +359,8 @@ func TestUnknownCompletionNotRerun(t *testing.T) {
 // sandbox keeps running.
 func TestEnvPassthroughAndTimeout(t *testing.T) {
 	f := newFake(t, testImage(t), time.Minute)
-	cfg := func(c *config.Config) { c.Terminal.EnvPassthrough = []string{"HERMES_PASS_TEST"} }
-	b := newBackend(t, f, t.TempDir(), cfg)
+	b := newBackend(t, f, t.TempDir(), nil)
+	b.opts.EnvPassthrough = []string{"HERMES_PASS_TEST"}
 	b.opts.Environ = append(b.opts.Environ, "HERMES_PASS_TEST=secret-ish value")
 	removeAtEnd(t, b, "pass")
 	sess := open(t, b, "pass")
@@ -386,7 +400,7 @@ func TestLive(t *testing.T) {
 	}
 	cfg := config.NewConfig()
 	cfg.Daytona.Snapshot = os.Getenv("HERMES_SANDBOX_DAYTONA_SNAPSHOT")
-	b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir(), Environ: os.Environ()}, Options{})
+	b, err := NewWith(cfg.Daytona, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

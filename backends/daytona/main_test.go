@@ -101,12 +101,13 @@ func testImage(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		db, err := docker.NewWith(sandbox.FactoryOptions{Config: config.NewConfig(), StateDir: t.TempDir(), Environ: os.Environ()}, docker.Options{})
+		cfg := config.NewConfig()
+		db, err := docker.NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), docker.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if _, err := db.Import(ctx, docker.ImportSource{RootfsDir: dir}, ref, nil); err != nil {
+		if _, err := db.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
 			t.Fatalf("import the test image: %v", err)
 		}
 	}
@@ -124,7 +125,7 @@ func newBackend(t testing.TB, f *fakeDaytona, state string, mut func(*config.Con
 	if mut != nil {
 		mut(cfg)
 	}
-	b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: []string{"HOME=" + os.Getenv("HOME")}},
+	b, err := NewWith(cfg.Daytona, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"HOME=" + os.Getenv("HOME")}}),
 		Options{PollInterval: 25 * time.Millisecond, StateTimeout: time.Minute})
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)

@@ -68,77 +68,57 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	return nil
 }
 
-// GCOptions say what GC does.
-type GCOptions struct {
-	// Idle: sandboxes with no activity for longer are acted on (0 = daytona.auto_stop).
-	Idle time.Duration
-	// Delete deletes idle sandboxes instead of stopping them.
-	Delete bool
-	// AllScopes acts on every sandbox this tool labelled, from any machine or state
-	// directory, not only this one's.
-	AllScopes bool
-	DryRun    bool
-}
-
-// GCItem is one sandbox GC acted on (or would have).
-type GCItem struct {
-	Name   string `json:"name"`
-	Action string `json:"action"` // "stop" or "delete"
-	Reason string `json:"reason"`
-}
-
-// GC stops (or deletes) idle sandboxes carrying this tool's labels, and nothing else: a
-// sandbox without labelOurs=1 is never touched, whatever its name.
-func (b *Backend) GC(ctx context.Context, opts GCOptions) ([]GCItem, error) {
+// Collect stops (hibernates) this scope's started sandboxes idle longer than
+// opts.IdleTimeout (default daytona.auto_stop), and deletes those in a failed state. Only
+// sandboxes carrying this tool's labels are looked at: a sandbox without labelOurs=1 and
+// this scope is never touched, whatever its name. A stopped sandbox keeps its files; the
+// next command starts it again.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
+	var rep sandbox.GCReport
 	if err := b.validate(); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "gc", Err: err}
+		return rep, &sandbox.Error{Backend: Name, Op: "gc", Err: err}
 	}
-	idle := opts.Idle
+	idle := opts.IdleTimeout
 	if idle <= 0 {
 		idle = b.cfg.AutoStop
 	}
-	sel := b.scopeLabels()
-	if opts.AllScopes {
-		delete(sel, labelScope)
-	}
-	list, err := b.api.list(ctx, sel)
+	list, err := b.api.list(ctx, b.scopeLabels())
 	if err != nil {
-		return nil, b.apiErr("gc", "", err)
+		return rep, b.apiErr("gc", "", err)
 	}
-	var out []GCItem
 	var errs []error
 	now := time.Now()
 	for _, sb := range list {
-		if sb.Labels[labelOurs] != "1" || (!opts.AllScopes && sb.Labels[labelScope] != b.scope) {
+		if sb.Labels[labelOurs] != "1" || sb.Labels[labelScope] != b.scope {
 			continue // the service filtered loosely: never touch what is not ours
 		}
 		last, err := time.Parse(time.RFC3339Nano, sb.LastActivityAt)
 		if err != nil {
 			last, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
 		}
-		age := now.Sub(last)
-		if age < idle {
-			continue
-		}
-		reason := fmt.Sprintf("idle for %s (state %s)", age.Round(time.Second), sb.State)
+		age := now.Sub(last).Round(time.Second)
+		item := sandbox.GCItem{Kind: "sandbox", Name: sb.Name}
 		switch {
-		case opts.Delete:
-			out = append(out, GCItem{Name: sb.Name, Action: "delete", Reason: reason})
+		case statesFailed[sb.State]:
+			item.Reason = "deleted: state " + sb.State + " (" + orNone(sb.ErrorReason) + ")"
+			rep.Removed = append(rep.Removed, item)
 			if !opts.DryRun {
 				if err := b.deleteSandbox(ctx, sb.ID); err != nil {
 					errs = append(errs, err)
-				} else if s := sb.Labels[labelSession]; s != "" && sb.Labels[labelScope] == b.scope {
-					b.dropRecord(s)
 				}
 			}
-		case sb.State == "started":
-			out = append(out, GCItem{Name: sb.Name, Action: "stop", Reason: reason})
+		case sb.State == "started" && age >= idle:
+			item.Reason = fmt.Sprintf("stopped: idle for %s (files kept; the next command starts it)", age)
+			rep.Removed = append(rep.Removed, item)
 			if !opts.DryRun {
 				if err := b.stopSandbox(ctx, sb.ID); err != nil {
 					errs = append(errs, err)
 				}
 			}
+		default:
+			item.Reason = fmt.Sprintf("%s, idle for %s", sb.State, age)
+			rep.Kept = append(rep.Kept, item)
 		}
 	}
-	return out, errors.Join(errs...)
+	return rep, errors.Join(errs...)
 }

@@ -116,7 +116,7 @@ func testImage(t testing.TB) string {
 		return ref
 	}
 	b := newBackendWith(t, t.TempDir(), func(c *config.Config) { c.Docker.Image = ref })
-	if _, err := b.Import(ctx, ImportSource{RootfsDir: dir}, ref, nil); err != nil {
+	if _, err := b.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
 		t.Fatalf("import the test image: %v", err)
 	}
 	testImg.ref = ref
@@ -142,7 +142,7 @@ func newBackendWith(t testing.TB, state string, mut func(*config.Config)) *Backe
 	if mut != nil {
 		mut(cfg)
 	}
-	b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: testEnviron()},
+	b, err := NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: testEnviron()}),
 		Options{Labels: map[string]string{testLabel: testRun}})
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)
