@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
@@ -26,7 +23,7 @@ var testRun = fmt.Sprintf("daytona-%d-%d", os.Getpid(), time.Now().UnixNano()%1_
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if leaked := leftovers(); leaked != "" {
+	if leaked := testenv.RemoveLabelled(testLabel, testRun); leaked != "" {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker containers behind (now removed): %s\n", leaked)
 		if code == 0 {
 			code = 1
@@ -35,50 +32,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func leftovers() string {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))})
-	if err != nil {
-		return ""
-	}
-	var names []string
-	for _, c := range list {
-		names = append(names, strings.Join(c.Names, ","))
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	}
-	return strings.Join(names, ", ")
-}
-
-var engine struct {
-	sync.Once
-	cli *client.Client
-	err error
-}
-
-// needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine:
-// the fake's sandboxes are containers.
-func needEngine(t testing.TB) *client.Client {
-	t.Helper()
-	engine.Do(func() {
-		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if engine.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, engine.err = engine.cli.Ping(ctx)
-	})
-	if engine.err != nil {
-		testenv.Missing(t, "docker", "no Docker engine answers (the fake Daytona runs sandboxes as containers): "+engine.err.Error())
-	}
-	return engine.cli
-}
+// needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine.
+func needEngine(t testing.TB) *client.Client { t.Helper(); return testenv.Docker(t) }
 
 var testImg struct {
 	sync.Mutex

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ var testRun = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if leaked := leftovers(); leaked != "" {
+	if leaked := testenv.RemoveLabelled(testLabel, testRun); leaked != "" {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)
 		if code == 0 {
 			code = 1
@@ -36,58 +35,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// leftovers removes and lists the containers and volumes labelled with this run.
-func leftovers() string {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))
-	var names []string
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	if err != nil {
-		return ""
-	}
-	for _, c := range list {
-		names = append(names, "container "+strings.Join(c.Names, ","))
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	}
-	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	if err == nil {
-		for _, v := range vols.Volumes {
-			names = append(names, "volume "+v.Name)
-			cli.VolumeRemove(ctx, v.Name, true)
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
-var engine struct {
-	sync.Once
-	cli *client.Client
-	err error
-}
-
 // needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine.
-func needEngine(t testing.TB) *client.Client {
-	t.Helper()
-	engine.Do(func() {
-		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if engine.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, engine.err = engine.cli.Ping(ctx)
-	})
-	if engine.err != nil {
-		testenv.Missing(t, "docker", "no Docker engine answers: "+engine.err.Error())
-	}
-	return engine.cli
-}
+func needEngine(t testing.TB) *client.Client { t.Helper(); return testenv.Docker(t) }
 
 var testImg struct {
 	sync.Mutex
