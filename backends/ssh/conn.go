@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -37,7 +39,7 @@ type host struct {
 
 	mu      sync.Mutex
 	lives   []*live
-	dialing *dialCall
+	dialing singleflight.Group // one dial at a time; the others wait for it
 	closed  bool
 	wg      sync.WaitGroup
 
@@ -71,11 +73,6 @@ func (l *live) isDead() bool {
 	default:
 		return false
 	}
-}
-
-type dialCall struct {
-	done chan struct{}
-	err  error
 }
 
 // acquire returns the pool entry for s, creating it, with one more reference.
@@ -137,46 +134,39 @@ func (h *host) pick(ctx context.Context) (*live, error) {
 				return l, nil
 			}
 		}
-		if dc := h.dialing; dc != nil {
-			h.mu.Unlock()
-			select {
-			case <-dc.done:
-				if dc.err != nil {
-					return nil, dc.err
-				}
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+		h.mu.Unlock()
+		select {
+		case r := <-h.dialing.DoChan("dial", func() (any, error) { return nil, h.connect(ctx) }):
+			if r.Err != nil {
+				return nil, r.Err
 			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		dc := &dialCall{done: make(chan struct{})}
-		h.dialing = dc
-		h.mu.Unlock()
-
-		l, err := h.dial.dial(ctx, h.s)
-		h.mu.Lock()
-		h.dialing = nil
-		dc.err = err
-		close(dc.done)
-		if err != nil {
-			h.mu.Unlock()
-			return nil, err
-		}
-		if h.closed {
-			h.mu.Unlock()
-			l.client.Close()
-			return nil, fmt.Errorf("connection pool: %w", sandbox.ErrClosed)
-		}
-		h.lives = append(h.lives, l)
-		h.wg.Add(1)
-		go h.watch(l)
-		if h.s.keepalive > 0 {
-			h.wg.Add(1)
-			go h.keepalive(l)
-		}
-		h.mu.Unlock()
-		h.log.Debug("ssh connection established", "endpoint", h.s.target.String(), "connections", len(h.lives))
 	}
+}
+
+// connect dials a new connection and adds it to the host's live ones.
+func (h *host) connect(ctx context.Context) error {
+	l, err := h.dial.dial(ctx, h.s)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		l.client.Close()
+		return fmt.Errorf("connection pool: %w", sandbox.ErrClosed)
+	}
+	h.lives = append(h.lives, l)
+	h.wg.Add(1)
+	go h.watch(l)
+	if h.s.keepalive > 0 {
+		h.wg.Add(1)
+		go h.keepalive(l)
+	}
+	h.log.Debug("ssh connection established", "endpoint", h.s.target.String(), "connections", len(h.lives))
+	return nil
 }
 
 // watch waits for a connection to end and forgets it.
@@ -357,14 +347,71 @@ func (h *host) sftp(ctx context.Context) (*sftp.Client, error) {
 		return nil, err
 	}
 	cl, err := sftp.NewClient(l.client, sftp.UseConcurrentWrites(true))
+	var closeExec func()
 	if err != nil {
-		h.releaseChannel(l)
-		return nil, fmt.Errorf("start SFTP (is the sftp subsystem enabled in the server's sshd_config?): %w", err)
+		// Hardened hosts often drop the sftp Subsystem line but keep the sftp-server
+		// program: speak SFTP to it over an exec channel instead.
+		var xerr error
+		if cl, closeExec, xerr = execSFTP(l.client); xerr != nil {
+			h.releaseChannel(l)
+			return nil, fmt.Errorf("%w: start SFTP: the server has no sftp subsystem (%v) and no sftp-server program to run instead (%v)", ErrNoSFTP, err, xerr)
+		}
 	}
 	h.sftpCl, h.sftpLive = cl, l
 	var once sync.Once
-	h.sftpRel = func() { once.Do(func() { h.releaseChannel(l) }) }
+	h.sftpRel = func() {
+		once.Do(func() {
+			if closeExec != nil {
+				closeExec()
+			}
+			h.releaseChannel(l)
+		})
+	}
 	return cl, nil
+}
+
+// ErrNoSFTP says the host offers no SFTP at all; the helper is then uploaded over an exec
+// channel, and features that browse the remote file system say they need SFTP.
+var ErrNoSFTP = errors.New("no SFTP on the host")
+
+// sftpServers are where OpenSSH's sftp-server lives on common systems.
+var sftpServers = []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server", "/usr/libexec/sftp-server", "/usr/lib/sftp-server"}
+
+// execSFTP runs sftp-server in an exec channel and returns an SFTP client speaking to it.
+func execSFTP(c *gossh.Client) (*sftp.Client, func(), error) {
+	if len(sftpServers) == 0 {
+		return nil, nil, errors.New("no sftp-server paths to try")
+	}
+	var script strings.Builder
+	script.WriteString("for p in")
+	for _, p := range sftpServers {
+		script.WriteString(" " + shq(p))
+	}
+	script.WriteString(`; do [ -x "$p" ] && exec "$p"; done; exit 127`)
+	sess, err := c.NewSession()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	r, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	if err := sess.Start(script.String()); err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	cl, err := sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		sess.Close()
+		return nil, nil, fmt.Errorf("sftp-server over exec: %w", err)
+	}
+	return cl, func() { cl.Close(); sess.Close() }, nil
 }
 
 // dialer opens authenticated connections, through jump hosts when configured.
