@@ -96,7 +96,8 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		if err != nil {
 			last, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
 		}
-		age := now.Sub(last).Round(time.Second)
+		idleFor := now.Sub(last)
+		age := idleFor.Round(time.Second)
 		item := sandbox.GCItem{Kind: "sandbox", Name: sb.Name}
 		switch {
 		case statesFailed[sb.State]:
@@ -107,7 +108,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 					errs = append(errs, err)
 				}
 			}
-		case sb.State == "started" && age >= idle:
+		case sb.State == "started" && idleFor >= idle:
 			item.Reason = fmt.Sprintf("stopped: idle for %s (files kept; the next command starts it)", age)
 			rep.Removed = append(rep.Removed, item)
 			if !opts.DryRun {
