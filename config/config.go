@@ -139,6 +139,13 @@ type DaytonaConfig struct {
 	CPU             int           `yaml:"cpu"`    // 0 = provider default
 	MemoryGiB       int           `yaml:"memory"` // GiB; 0 = provider default
 	NetworkBlockAll bool          `yaml:"network_block_all"`
+	// AutoArchive moves a stopped sandbox to cheap storage after this long (0 = provider
+	// default, 7 days); AutoDelete deletes a stopped sandbox after this long (0 = never).
+	AutoArchive      time.Duration `yaml:"auto_archive"`
+	AutoDelete       time.Duration `yaml:"auto_delete"`
+	DiskGiB          int           `yaml:"disk"`               // GiB; 0 = provider default
+	NetworkAllowList []string      `yaml:"network_allow_list"` // CIDRs reachable despite network_block_all
+	OrganizationID   string        `yaml:"organization_id"`    // sent with a JWT api_key
 
 	APIKey Secret `yaml:"api_key"` // secrets.yaml or DAYTONA_API_KEY
 }
@@ -238,7 +245,7 @@ func NewConfig() *Config {
 			IdleTimeout:  15 * time.Minute,
 			BlockNetwork: true,
 		},
-		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true},
+		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true, NetworkAllowList: []string{}},
 		Vercel:  VercelConfig{Runtime: "python3.13", Timeout: 45 * time.Minute},
 		Approvals: ApprovalsConfig{
 			Mode:             ApprovalManual,

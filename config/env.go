@@ -28,6 +28,7 @@ var providerEnv = []struct{ name, key string }{
 	{"MODAL_TOKEN_SECRET", "modal.token_secret"},
 	{"MODAL_SERVER_URL", "modal.server_url"},
 	{"DAYTONA_API_KEY", "daytona.api_key"},
+	{"DAYTONA_API_URL", "daytona.api_url"},
 	{"VERCEL_TOKEN", "vercel.token"},
 	{"VERCEL_OIDC_TOKEN", "vercel.oidc_token"},
 }

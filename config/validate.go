@@ -263,7 +263,13 @@ func (c *Config) validateOthers(v *validator) {
 	if d.Image != "" && d.Snapshot != "" {
 		v.failf("daytona.snapshot", "daytona.image and daytona.snapshot are both set; keep one (hermes-sandbox config unset daytona.image)")
 	}
-	v.nonNegativeDuration("daytona.auto_stop", d.AutoStop)
+	if d.AutoStop < time.Minute {
+		v.failf("daytona.auto_stop", "must be at least 1m (an idle sandbox that never stops runs, and costs, forever), got %s", FormatDuration(d.AutoStop))
+	}
+	v.nonNegativeDuration("daytona.auto_archive", d.AutoArchive)
+	v.nonNegativeDuration("daytona.auto_delete", d.AutoDelete)
+	v.nonNegative("daytona.disk", int64(d.DiskGiB))
+	v.nonEmptyItems("daytona.network_allow_list", d.NetworkAllowList)
 	v.optionalURL("daytona.api_url", d.APIURL)
 	v.nonNegative("daytona.cpu", int64(d.CPU))
 	v.nonNegative("daytona.memory", int64(d.MemoryGiB))

@@ -4,6 +4,7 @@
 package all
 
 import (
+	"github.com/hermes-sandbox/hermes-sandbox/backends/daytona"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/modal"
@@ -27,5 +28,6 @@ func Backends() *sandbox.Registry[*config.Config] {
 	r.Register(ssh.Name, func(c cfg, o opts) (sandbox.Backend, error) { return ssh.New(c.SSH, o) })
 	r.Register(singularity.Name, func(c cfg, o opts) (sandbox.Backend, error) { return singularity.New(c.Singularity, o) })
 	r.Register(modal.Name, func(c cfg, o opts) (sandbox.Backend, error) { return modal.New(c.Modal, o) })
+	r.Register(daytona.Name, func(c cfg, o opts) (sandbox.Backend, error) { return daytona.New(c.Daytona, o) })
 	return r
 }

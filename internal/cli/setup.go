@@ -31,7 +31,7 @@ var setupQuestions = map[string][]setupQuestion{
 	"ssh":         {{"ssh.host", "Host (or a Host alias from ~/.ssh/config)"}, {"ssh.user", "User"}, {"ssh.port", "Port"}, {"ssh.key", "Private key file"}},
 	"singularity": {{"singularity.image", "Image (.sif file or docker://ref)"}},
 	"modal":       {{"modal.token_id", "Modal token id"}, {"modal.token_secret", "Modal token secret"}, {"modal.image", "Image"}, {"modal.gpu", "GPU (empty for none, e.g. A10G or A100:2)"}},
-	"daytona":     {{"daytona.api_key", "Daytona API key"}, {"daytona.image", "Image (or leave empty to use a snapshot)"}},
+	"daytona":     {{"daytona.api_key", "Daytona API key"}, {"daytona.api_url", "API URL (empty = https://app.daytona.io/api)"}, {"daytona.target", "Target region (empty = the organisation's default)"}, {"daytona.snapshot", "Snapshot (empty = Daytona's default; or set daytona.image instead)"}, {"daytona.auto_stop", "Hibernate after this long idle"}},
 	"vercel":      {{"vercel.token", "Vercel token"}, {"vercel.project_id", "Project id"}, {"vercel.team_id", "Team id"}},
 }
 

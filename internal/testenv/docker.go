@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 )
 
@@ -54,6 +55,33 @@ func RemoveContainers(cli *client.Client, label string) []string {
 		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
 	}
 	return names
+}
+
+// Docker is DockerEngine without a reason to add.
+func Docker(t testing.TB) *client.Client {
+	t.Helper()
+	return DockerEngine(t, "")
+}
+
+// RemoveLabelled force-removes the containers and volumes labelled label=value and returns
+// their names ("" when there were none, or no engine answers). A TestMain calls it after
+// the tests to find and clean what they left behind.
+func RemoveLabelled(label, value string) string {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return ""
+	}
+	defer cli.Close()
+	names := RemoveContainers(cli, label+"="+value)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", label+"="+value))}); err == nil {
+		for _, v := range vols.Volumes {
+			names = append(names, "volume "+v.Name)
+			cli.VolumeRemove(ctx, v.Name, true)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // Percentile returns the p-th percentile of ds.

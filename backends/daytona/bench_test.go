@@ -1,0 +1,84 @@
+package daytona
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+func p50ms(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Microseconds()) / 1000
+}
+
+func benchTrue(b *testing.B, sess sandbox.Session) time.Duration {
+	t := time.Now()
+	res, err := sess.Exec(context.Background(), sandbox.Command{Script: "true"})
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("Exec(true) = %v, %v", res, err)
+	}
+	return time.Since(t)
+}
+
+// BenchmarkWarmVsToolbox measures, in one run against the fake, the per-command cost of
+// `true` on a warm helper channel and the raw way: one toolbox /process/execute per command.
+func BenchmarkWarmVsToolbox(b *testing.B) {
+	f := newFake(b, testImage(b), time.Minute)
+	be := newBackend(b, f, b.TempDir(), nil)
+	sess := open(b, be, "bench")
+	defer be.Remove(context.Background(), "bench")
+	for range 10 {
+		benchTrue(b, sess)
+	}
+	if _, _, err := be.Baseline(context.Background(), "bench", 3); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	warm := make([]time.Duration, 0, b.N)
+	for range b.N {
+		warm = append(warm, benchTrue(b, sess))
+	}
+	_, raw, err := be.Baseline(context.Background(), "bench", b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(p50ms(warm), "channel-p50-ms")
+	b.ReportMetric(p50ms(raw), "execute-p50-ms")
+	b.ReportMetric(p50ms(raw)/p50ms(warm), "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkWakeFromStopped is a stopped (hibernated) sandbox → the first command's result:
+// the start, the helper found in place, a new PTY and the command.
+func BenchmarkWakeFromStopped(b *testing.B) {
+	f := newFake(b, testImage(b), time.Minute)
+	f.transition = 0
+	be := newBackend(b, f, b.TempDir(), nil)
+	sess := open(b, be, "wake")
+	defer be.Remove(context.Background(), "wake")
+	benchTrue(b, sess)
+	name := be.sandboxName("wake")
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		sb, err := be.api.get(context.Background(), name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := be.stopSandbox(context.Background(), sb.ID); err != nil {
+			b.Fatal(err)
+		}
+		for f.state(name) != "stopped" {
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.StartTimer()
+		ds = append(ds, benchTrue(b, sess))
+	}
+	b.ReportMetric(p50ms(ds), "p50-ms")
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,283 @@
+// Package daytona runs each session in its own Daytona sandbox, reached through Daytona's
+// REST control plane and the toolbox API inside each sandbox. A sandbox is named after the
+// session and this tool's scope and labelled, so a later CLI process finds it again; it
+// hibernates (stops) after daytona.auto_stop of idleness and is started again, files intact,
+// by the next command. Commands, jobs and files go over the static sandbox-agent helper,
+// uploaded once per sandbox and spoken to over the toolbox's PTY WebSocket switched to raw
+// mode, so a command costs one round trip instead of a toolbox request.
+package daytona
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Name is the backend's registry name.
+const Name = "daytona"
+
+// DefaultAPIURL is where the control plane lives unless daytona.api_url or DAYTONA_API_URL
+// says otherwise.
+const DefaultAPIURL = "https://app.daytona.io/api"
+
+// Labels this tool puts on its sandboxes. gc and sessions touch only sandboxes labelled
+// labelOurs=1 in this scope.
+const (
+	labelOurs    = "hermes-sandbox"
+	labelSession = "hermes-sandbox.session"
+	labelOwner   = "hermes-sandbox.owner"
+	labelScope   = "hermes-sandbox.scope"
+)
+
+// Options are settings a Go program (or a test) can add to those from the configuration.
+type Options struct {
+	// HTTPClient replaces the default client (tests, proxies).
+	HTTPClient *http.Client
+	// Labels are added to every sandbox the backend creates.
+	Labels map[string]string
+	// PollInterval is how often a state change is polled (default 500ms).
+	PollInterval time.Duration
+	// StateTimeout bounds the wait for a sandbox to reach a usable state (default 5m).
+	StateTimeout time.Duration
+}
+
+// Backend runs sessions in Daytona sandboxes.
+type Backend struct {
+	opts  sandbox.FactoryOptions
+	cfg   config.DaytonaConfig
+	extra Options
+	log   *slog.Logger
+
+	api       *apiClient
+	apiURL    string
+	keySource string // where the API key came from, for messages
+	scope     string // hash of owner and state directory: one user's sandboxes on one machine
+	owner     string // user@host, a label value
+
+	recordDir string
+	spillDir  string
+
+	agentMu sync.Mutex
+	agents  map[string]*helperImage // by architecture
+	started map[string]string       // sandbox id → the shell line that started its helper
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New builds the daytona backend from its config section. It contacts nothing.
+func New(cfg config.DaytonaConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	return NewWith(cfg, opts, Options{})
+}
+
+// NewWith is New with extra options for Go callers.
+func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
+	if opts.StateDir == "" {
+		return nil, fmt.Errorf("daytona: no state directory: %w", sandbox.ErrInvalidConfig)
+	}
+	state, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: state directory: %w", err)
+	}
+	apiURL := strings.TrimRight(cfg.APIURL, "/")
+	if apiURL == "" {
+		if v, ok := opts.Getenv("DAYTONA_API_URL"); ok && v != "" {
+			apiURL = strings.TrimRight(v, "/")
+		} else {
+			apiURL = DefaultAPIURL
+		}
+	}
+	key := cfg.APIKey.Reveal()
+	if key == "" {
+		key, _ = opts.Getenv("DAYTONA_API_KEY")
+	}
+	hc := extra.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport}
+	}
+	if extra.PollInterval <= 0 {
+		extra.PollInterval = 500 * time.Millisecond
+	}
+	if extra.StateTimeout <= 0 {
+		extra.StateTimeout = 5 * time.Minute
+	}
+	owner := ownerName()
+	// The scope hashes the owner as well as the state directory: sandbox names are unique
+	// per organisation, which many machines share.
+	sum := sha256.Sum256([]byte(owner + "\x00" + state))
+	b := &Backend{
+		opts:      opts,
+		cfg:       cfg,
+		extra:     extra,
+		log:       opts.Log().With("backend", Name),
+		api:       &apiClient{base: apiURL, key: key, org: cfg.OrganizationID, hc: hc, retry: defaultRetry},
+		apiURL:    apiURL,
+		keySource: keySource(key, opts),
+		scope:     hex.EncodeToString(sum[:])[:10],
+		owner:     owner,
+		recordDir: filepath.Join(state, "daytona", "sessions"),
+		spillDir:  filepath.Join(state, "output"),
+		agents:    map[string]*helperImage{},
+		started:   map[string]string{},
+	}
+	return b, nil
+}
+
+// keySource says where the API key came from, for error messages. The configuration takes
+// secrets.yaml first, then HERMES_SANDBOX_DAYTONA_API_KEY, then DAYTONA_API_KEY; a value equal
+// to one of those variables came from it.
+func keySource(key string, opts sandbox.FactoryOptions) string {
+	for _, name := range []string{"HERMES_SANDBOX_DAYTONA_API_KEY", "DAYTONA_API_KEY"} {
+		if v, ok := opts.Getenv(name); ok && v != "" && v == key {
+			return "from " + name
+		}
+	}
+	return "from secrets.yaml (daytona.api_key)"
+}
+
+var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9._@-]+`)
+
+// ownerName is user@host, the owner label of the sandboxes this process creates.
+func ownerName() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return labelUnsafe.ReplaceAllString(name+"@"+host, "_")
+}
+
+// Name returns "daytona".
+func (b *Backend) Name() string { return Name }
+
+// Capabilities reports what daytona sessions do.
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	iso := "Daytona sandbox (a container or VM on Daytona's runners); commands over the sandbox-agent helper on the toolbox PTY WebSocket"
+	if b.cfg.NetworkBlockAll {
+		iso += ", network blocked"
+		if len(b.cfg.NetworkAllowList) > 0 {
+			iso += " except " + strings.Join(b.cfg.NetworkAllowList, ",")
+		}
+	}
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true,
+		Isolation: iso, Network: !b.cfg.NetworkBlockAll || len(b.cfg.NetworkAllowList) > 0}
+}
+
+// Close marks the backend closed. Sandboxes stay (they stop on their own after auto_stop).
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	return nil
+}
+
+func (b *Backend) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// sandboxName is the session's sandbox name, unique per scope and session within an
+// organisation.
+func (b *Backend) sandboxName(session string) string {
+	return "hermes-" + b.scope + "-" + session
+}
+
+// labels are the labels of the session's sandbox.
+func (b *Backend) labels(session string) map[string]string {
+	l := map[string]string{labelOurs: "1", labelSession: session, labelOwner: b.owner, labelScope: b.scope}
+	for k, v := range b.extra.Labels {
+		l[k] = v
+	}
+	return l
+}
+
+// ours reports whether a sandbox was created by this tool in this scope for session.
+func (b *Backend) ours(sb sandboxInfo, session string) bool {
+	return sb.Labels[labelOurs] == "1" && sb.Labels[labelScope] == b.scope && sb.Labels[labelSession] == session
+}
+
+// validate checks what must be right before any request.
+func (b *Backend) validate() error {
+	if b.api.key == "" {
+		return fmt.Errorf("no Daytona API key: run `hermes-sandbox setup daytona`, or set DAYTONA_API_KEY: %w", sandbox.ErrInvalidConfig)
+	}
+	if b.cfg.AutoStop < time.Minute {
+		return fmt.Errorf("daytona.auto_stop is %s: it must be at least 1m, or idle sandboxes never stop: %w", b.cfg.AutoStop, sandbox.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Open returns the named session. Nothing is contacted until its first command: then the
+// session's sandbox is found again (started if it hibernated) or created.
+func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
+	if b.isClosed() {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
+	}
+	if err := b.validate(); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
+	s := &session{b: b, name: name}
+	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
+		SpillDir: b.spillDir, Logger: b.opts.Logger})
+	return s, nil
+}
+
+// records ---------------------------------------------------------------------------------
+
+// A record remembers, in the state directory, the sandbox id a session last used, so a
+// later process can tell a sandbox that was destroyed (recreate, and say so) from one that
+// never existed.
+
+func (b *Backend) recordPath(session string) string { return filepath.Join(b.recordDir, session) }
+
+func (b *Backend) readRecord(session string) (string, bool) {
+	data, err := os.ReadFile(b.recordPath(session))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(data)), true
+}
+
+func (b *Backend) writeRecord(session, id string) {
+	if err := os.MkdirAll(b.recordDir, 0o700); err == nil {
+		err = os.WriteFile(b.recordPath(session), []byte(id+"\n"), 0o600)
+		if err == nil {
+			return
+		}
+		b.log.Warn("session record", "session", session, "err", err)
+	}
+}
+
+func (b *Backend) dropRecord(session string) {
+	if err := os.Remove(b.recordPath(session)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		b.log.Warn("session record", "session", session, "err", err)
+	}
+}
+
+var (
+	_ sandbox.Backend        = (*Backend)(nil)
+	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Checker        = (*Backend)(nil)
+	_ sandbox.Warner         = (*Backend)(nil)
+	_ sandbox.Baseliner      = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
+)

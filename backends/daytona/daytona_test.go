@@ -1,0 +1,33 @@
+package daytona
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
+)
+
+// TestConformance runs the whole suite through the backend against the fake Daytona: real
+// HTTP validated against the OpenAPI documents, sandboxes as containers, the helper
+// uploaded through the toolbox and spoken to over the PTY WebSocket.
+func TestConformance(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	state := t.TempDir()
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, nil) },
+		// Each new session creates a sandbox and uploads the helper: seconds, as on Daytona.
+		Slow: 2,
+	})
+}
+
+func TestSmoke(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	b := newBackend(t, f, t.TempDir(), nil)
+	sess := open(t, b, "smoke")
+	t.Cleanup(func() { b.Remove(ctxT(t, time.Minute), "smoke") })
+	res := run(t, sess, "echo hi; echo err >&2; cd /tmp; exit 3")
+	if res.ExitCode != 3 || res.Stdout != "hi\n" || res.Stderr != "err\n" || res.Cwd != "/tmp" {
+		t.Fatalf("Exec = %+v", res)
+	}
+}

@@ -1,0 +1,343 @@
+package daytona
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// session is a channel session (commands, jobs, files and the terminal over the helper
+// stream) plus the sandbox it lives in.
+type session struct {
+	*channel.Session
+	b    *Backend
+	name string
+
+	mu        sync.Mutex
+	sandboxID string
+}
+
+// start is the channel's Starter: it brings the session's sandbox up (creating or waking
+// it), installs the helper if the sandbox lacks it, and attaches to it over a PTY.
+func (s *session) start(ctx context.Context) (channel.Started, error) {
+	b := s.b
+	if b.isClosed() {
+		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: s.name, Err: sandbox.ErrClosed}
+	}
+	var client *agent.Client
+	recreated := false
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		known := s.sandboxID
+		s.mu.Unlock()
+		sb, rec, err := b.ensure(ctx, s.name, known)
+		if err != nil {
+			return channel.Started{}, err
+		}
+		recreated = recreated || rec
+		s.mu.Lock()
+		s.sandboxID = sb.ID
+		s.mu.Unlock()
+		client, err = b.helper(ctx, sb)
+		if err == nil {
+			break
+		}
+		// A sandbox that stopped (auto-stop, someone else) between the start and the
+		// helper is started again; a helper that fails in a running sandbox is a real error.
+		if attempt == 2 || ctx.Err() != nil || b.isStarted(ctx, sb.ID) {
+			return channel.Started{}, err
+		}
+		b.log.Debug("sandbox stopped while the helper started; again", "sandbox", sb.Name, "err", err)
+	}
+	// terminal.env_passthrough values travel inside the protocol, never in the sandbox's
+	// environment on Daytona's side nor on a command line.
+	if env := b.passthrough(); len(env) > 0 {
+		if err := client.SeedEnv(ctx, env); err != nil {
+			client.Close()
+			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "pass environment", ID: s.name, Err: err}
+		}
+	}
+	if recreated {
+		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
+	}
+	return channel.Started{Client: client, Recreated: recreated}, nil
+}
+
+// helper installs the helper if needed and attaches to it.
+// A sandbox woken from sleep still has the helper this process installed or found, so the
+// line that started it is tried again first, saving the probe.
+func (b *Backend) helper(ctx context.Context, sb sandboxInfo) (*agent.Client, error) {
+	tb := b.api.toolbox(sb)
+	b.agentMu.Lock()
+	known := b.started[sb.ID]
+	b.agentMu.Unlock()
+	if known != "" {
+		c, err := b.attach(ctx, tb, sb, known)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		b.log.Debug("the helper did not start where it was; probing", "sandbox", sb.Name, "err", err)
+	}
+	cmdline, err := b.installHelper(ctx, tb, sb)
+	if err != nil {
+		return nil, err
+	}
+	c, err := b.attach(ctx, tb, sb, cmdline)
+	if err == nil {
+		b.agentMu.Lock()
+		b.started[sb.ID] = cmdline
+		b.agentMu.Unlock()
+	}
+	return c, err
+}
+
+// isStarted reports whether the sandbox is (still) started.
+func (b *Backend) isStarted(ctx context.Context, id string) bool {
+	sb, err := b.api.get(ctx, id)
+	return err == nil && sb.State == "started"
+}
+
+// passthrough returns the terminal.env_passthrough values of the caller's environment.
+func (b *Backend) passthrough() map[string]string {
+	env := map[string]string{}
+	for _, name := range b.opts.EnvPassthrough {
+		if v, ok := b.opts.Getenv(name); ok {
+			env[name] = v
+		}
+	}
+	return env
+}
+
+// helperImage is the local helper binary for one architecture.
+type helperImage struct {
+	data []byte
+	args []string // before "serve"'s flags: ["serve"] or ["__agent", "serve"]
+	name string   // file name in the sandbox, carrying a hash of the content
+}
+
+// helperFor loads the helper binary for arch once.
+func (b *Backend) helperFor(arch string) (*helperImage, error) {
+	b.agentMu.Lock()
+	defer b.agentMu.Unlock()
+	if h := b.agents[arch]; h != nil {
+		return h, nil
+	}
+	p, args, err := agentbin.Path(arch)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: err}
+	}
+	sum := sha256.Sum256(data)
+	h := &helperImage{data: data, args: args, name: "agent-" + hex.EncodeToString(sum[:])[:12]}
+	b.agents[arch] = h
+	return h, nil
+}
+
+// helperDir is where the helper and its state live in the sandbox, under the home
+// directory (kept while the sandbox sleeps).
+const helperDir = ".hermes-sandbox"
+
+// probeScript prints the machine, the home directory and the helpers already installed.
+const probeScript = `uname -m; printf '%s\n' "$HOME"; ls "$HOME/` + helperDir + `" 2>/dev/null; true`
+
+// installHelper makes sure the sandbox has the helper for its architecture (one toolbox
+// call when it does, an upload when it does not) and returns the shell line that starts it.
+func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo) (string, error) {
+	res, err := tb.execute(ctx, "sh -c "+shQuote(probeScript), "", 30*time.Second)
+	if err != nil {
+		return "", b.apiErr("probe", sb.Name, err)
+	}
+	lines := strings.Split(strings.TrimRight(res.Result, "\n"), "\n")
+	if res.ExitCode != 0 || len(lines) < 2 {
+		return "", &sandbox.Error{Backend: Name, Op: "probe", ID: sb.Name, Err: fmt.Errorf("unexpected answer %q (exit %d): %w", res.Result, res.ExitCode, sandbox.ErrUnavailable)}
+	}
+	arch := map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[strings.TrimSpace(lines[0])]
+	if arch == "" {
+		return "", &sandbox.Error{Backend: Name, Op: "probe", ID: sb.Name, Err: fmt.Errorf("the sandbox's machine is %q; the helper is built for x86_64 and aarch64 only: %w", lines[0], sandbox.ErrUnsupported)}
+	}
+	home := strings.TrimSpace(lines[1])
+	if !strings.HasPrefix(home, "/") {
+		return "", &sandbox.Error{Backend: Name, Op: "probe", ID: sb.Name, Err: fmt.Errorf("the sandbox's home directory is %q, not an absolute path: %w", home, sandbox.ErrUnavailable)}
+	}
+	img, err := b.helperFor(arch)
+	if err != nil {
+		return "", err
+	}
+	dir := home + "/" + helperDir
+	path := dir + "/" + img.name
+	present := false
+	for _, l := range lines[2:] {
+		present = present || strings.TrimSpace(l) == img.name
+	}
+	if !present {
+		b.log.Info("installing the helper", "sandbox", sb.Name, "bytes", len(img.data))
+		tmp := path + ".tmp"
+		if err := tb.upload(ctx, tmp, img.data); err != nil {
+			return "", b.apiErr("upload helper", sb.Name, err)
+		}
+		res, err := tb.execute(ctx, "sh -c "+shQuote("chmod 700 "+shQuote(tmp)+" && mv -f "+shQuote(tmp)+" "+shQuote(path)), "", 30*time.Second)
+		if err != nil {
+			return "", b.apiErr("install helper", sb.Name, err)
+		}
+		if res.ExitCode != 0 {
+			return "", &sandbox.Error{Backend: Name, Op: "install helper", ID: sb.Name, Err: fmt.Errorf("%s (exit %d): %w", strings.TrimSpace(res.Result), res.ExitCode, sandbox.ErrUnavailable)}
+		}
+	}
+	shell := b.opts.Shell
+	if shell == "" {
+		shell = "auto"
+	}
+	args := []string{shQuote(path)}
+	for _, a := range img.args {
+		args = append(args, shQuote(a))
+	}
+	args = append(args, "--state", shQuote(dir+"/state"), "--cwd", `"$PWD"`, "--shell", shQuote(shell))
+	// The terminal becomes a clean 8-bit pipe (no echo, no line editing, no signals from
+	// bytes, no CR/LF mapping) before the helper starts; what the shell echoed before that
+	// is skipped by the client, which waits for the helper's greeting.
+	// An interactive shell survives a failed exec: `exit` then ends the PTY, so the client
+	// learns at once that the helper did not start.
+	return "stty raw -echo -iexten -ixon -opost; exec " + strings.Join(args, " ") + " 2>>" + shQuote(dir+"/helper.log") + "; exit 127\n", nil
+}
+
+// attach opens a PTY session in the sandbox, connects to it over the toolbox WebSocket and
+// starts the helper in it.
+func (b *Backend) attach(ctx context.Context, tb toolbox, sb sandboxInfo, cmdline string) (*agent.Client, error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	id, err := tb.createPty(ctx, ptyCreateRequest{ID: "hermes-" + hex.EncodeToString(rnd[:]), Cols: 200, Rows: 50})
+	if err != nil {
+		return nil, b.apiErr("create pty", sb.Name, err)
+	}
+	h := http.Header{}
+	b.api.authorize(h)
+	conn, resp, err := websocket.Dial(ctx, tb.ptyURL(id), &websocket.DialOptions{HTTPClient: b.api.hc, HTTPHeader: h})
+	if err != nil {
+		if resp != nil && resp.StatusCode/100 != 1 {
+			err = &apiError{Method: http.MethodGet, Path: "toolbox /process/pty/{id}/connect", Status: resp.StatusCode}
+		} else {
+			err = &netError{Method: http.MethodGet, Path: "toolbox /process/pty/{id}/connect", Err: err}
+		}
+		b.dropPty(tb, id)
+		return nil, b.apiErr("connect pty", sb.Name, err)
+	}
+	conn.SetReadLimit(64 << 20)
+	p := newWSPipe(conn, b.log.With("sandbox", sb.Name, "pty", id))
+	closeFn := func() error {
+		p.Close()
+		b.dropPty(tb, id)
+		return nil
+	}
+	if _, err := io.WriteString(p, cmdline); err != nil {
+		closeFn()
+		return nil, b.apiErr("start helper", sb.Name, &netError{Method: "WS", Path: "pty", Err: err})
+	}
+	client, err := agent.NewClient(ctx, p, p, closeFn)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "start helper", ID: sb.Name, Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
+	}
+	return client, nil
+}
+
+// dropPty deletes a PTY session, briefly and best-effort: closing its socket already hangs
+// up its shell.
+func (b *Backend) dropPty(tb toolbox, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := tb.deletePty(ctx, id); err != nil && statusOf(err) != http.StatusNotFound {
+		b.log.Debug("delete pty", "pty", id, "err", err)
+	}
+}
+
+// wsPipe turns a PTY WebSocket into a byte stream: binary messages carry the terminal's
+// bytes both ways; text messages are the toolbox's control messages and are only logged.
+type wsPipe struct {
+	conn   *websocket.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	pr     *io.PipeReader
+	done   chan struct{}
+	wmu    sync.Mutex
+	once   sync.Once
+}
+
+func newWSPipe(conn *websocket.Conn, log *slog.Logger) *wsPipe {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	p := &wsPipe{conn: conn, ctx: ctx, cancel: cancel, pr: pr, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			typ, data, err := conn.Read(ctx)
+			if err != nil {
+				if websocket.CloseStatus(err) != -1 || errors.Is(err, context.Canceled) {
+					err = io.EOF
+				}
+				pw.CloseWithError(err)
+				return
+			}
+			if typ == websocket.MessageText {
+				log.Debug("pty control message", "text", string(data))
+				continue
+			}
+			if _, err := pw.Write(data); err != nil {
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *wsPipe) Read(b []byte) (int, error) { return p.pr.Read(b) }
+
+func (p *wsPipe) Write(b []byte) (int, error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := p.conn.Write(p.ctx, websocket.MessageBinary, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Close closes the socket and waits for the reader to stop.
+func (p *wsPipe) Close() error {
+	p.once.Do(func() {
+		p.cancel()
+		p.conn.CloseNow()
+		p.pr.Close()
+		<-p.done
+	})
+	return nil
+}
+
+// shQuote quotes s for a POSIX shell.
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var (
+	_ sandbox.Session    = (*session)(nil)
+	_ sandbox.JobRunner  = (*session)(nil)
+	_ sandbox.FileSystem = (*session)(nil)
+	_ sandbox.Terminal   = (*session)(nil)
+)

@@ -1,0 +1,864 @@
+package daytona
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"mvdan.cc/sh/v3/shell"
+)
+
+// fakeDaytona is Daytona on loopback for the tests: the control-plane and toolbox routes
+// this backend uses, every request checked against the OpenAPI documents in
+// shared/specs/daytona (a request that does not match fails the test and gets a 400), the
+// sandbox states and transitions the documents enumerate, each sandbox a real docker
+// container, and auto-stop on a scaled clock (one Daytona minute lasts `minute`).
+type fakeDaytona struct {
+	t      testing.TB
+	srv    *httptest.Server
+	key    string
+	cli    *client.Client
+	image  string
+	minute time.Duration
+	// transition is how long a state change (starting, stopping, archiving…) stays in
+	// progress; a start or stop asked meanwhile gets 409.
+	transition time.Duration
+
+	api, tb routers.Router
+
+	mu      sync.Mutex
+	boxes   map[string]*fakeBox // by id
+	creates []map[string]any    // create bodies as sent
+	ops     map[string]int      // operationId → count
+	inject  map[string][]int    // operationId → statuses to answer next, instead of serving
+	stopped chan struct{}
+	wg      sync.WaitGroup
+}
+
+type fakeBox struct {
+	id, name, state string
+	labels          map[string]string
+	body            map[string]any
+	autoStop        int // minutes, 0 = never
+	autoArchive     int
+	autoDelete      int // minutes, negative = never
+	ctr             string
+	created         time.Time
+	active          time.Time // last toolbox activity
+	stoppedAt       time.Time
+	conns           int // open PTY sockets and requests in progress (activity while open)
+	ptys            map[string]*fakePty
+}
+
+type fakePty struct {
+	cols, rows int
+	cwd        string
+	close      func()
+}
+
+// specDir holds unmodified copies of the vendor's OpenAPI documents (shared/specs/daytona;
+// Apache-2.0, see its LICENSE and SOURCE.txt).
+const specDir = "testdata/openapi/"
+
+var specs struct {
+	sync.Once
+	api, tb *openapi3.T
+	err     error
+}
+
+func loadSpecs(t testing.TB) (*openapi3.T, *openapi3.T) {
+	specs.Do(func() {
+		load := func(name string) *openapi3.T {
+			if specs.err != nil {
+				return nil
+			}
+			l := openapi3.NewLoader()
+			doc, err := l.LoadFromFile(specDir + name)
+			if err != nil {
+				specs.err = fmt.Errorf("%s: %w", name, err)
+				return nil
+			}
+			doc.Servers = nil // match paths only; the fake strips its prefixes
+			return doc
+		}
+		specs.api = load("api-openapi.yaml")
+		specs.tb = load("toolbox-openapi.yaml")
+	})
+	if specs.err != nil {
+		t.Fatalf("load the Daytona OpenAPI documents: %v", specs.err)
+	}
+	return specs.api, specs.tb
+}
+
+// newFake starts a fake Daytona whose sandboxes run image.
+func newFake(t testing.TB, image string, minute time.Duration) *fakeDaytona {
+	t.Helper()
+	apiDoc, tbDoc := loadSpecs(t)
+	api, err := legacy.NewRouter(apiDoc, openapi3.DisableExamplesValidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := legacy.NewRouter(tbDoc, openapi3.DisableExamplesValidation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k [12]byte
+	rand.Read(k[:])
+	f := &fakeDaytona{t: t, key: "dtn_" + hex.EncodeToString(k[:]), cli: needEngine(t), image: image, minute: minute,
+		transition: 150 * time.Millisecond, api: api, tb: tb, boxes: map[string]*fakeBox{}, ops: map[string]int{},
+		inject: map[string][]int{}, stopped: make(chan struct{})}
+	f.srv = httptest.NewServer(f)
+	f.wg.Add(1)
+	go f.clock()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeDaytona) apiURL() string { return f.srv.URL + "/api" }
+
+func (f *fakeDaytona) close() {
+	close(f.stopped)
+	f.srv.CloseClientConnections()
+	f.srv.Close()
+	f.wg.Wait()
+	f.mu.Lock()
+	var ctrs []string
+	for _, b := range f.boxes {
+		for _, p := range b.ptys {
+			if p.close != nil {
+				p.close()
+			}
+		}
+		if b.ctr != "" {
+			ctrs = append(ctrs, b.ctr)
+		}
+	}
+	f.boxes = map[string]*fakeBox{}
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range ctrs {
+		f.cli.ContainerRemove(ctx, c, container.RemoveOptions{Force: true})
+	}
+}
+
+// injectStatus makes the next len(statuses) calls of operationId answer those statuses.
+func (f *fakeDaytona) injectStatus(op string, statuses ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inject[op] = append(f.inject[op], statuses...)
+}
+
+func (f *fakeDaytona) count(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ops[op]
+}
+
+func (f *fakeDaytona) createBodies() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]any(nil), f.creates...)
+}
+
+// state returns the state of the sandbox named name ("" when there is none).
+func (f *fakeDaytona) state(name string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.byName(name); b != nil {
+		return b.state
+	}
+	return ""
+}
+
+func (f *fakeDaytona) byName(idOrName string) *fakeBox {
+	if b := f.boxes[idOrName]; b != nil {
+		return b
+	}
+	for _, b := range f.boxes {
+		if b.name == idOrName {
+			return b
+		}
+	}
+	return nil
+}
+
+// ServeHTTP checks the request against the document of its API, then serves it.
+func (f *fakeDaytona) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id, _, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/toolbox/"), "/"); ok && strings.HasPrefix(r.URL.Path, "/toolbox/") {
+		// A toolbox request in progress is activity, as an open PTY socket is.
+		f.mu.Lock()
+		b := f.boxes[id]
+		if b != nil {
+			b.active = time.Now()
+			b.conns++
+		}
+		f.mu.Unlock()
+		if b != nil {
+			defer func() {
+				f.mu.Lock()
+				b.conns--
+				b.active = time.Now()
+				f.mu.Unlock()
+			}()
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	var router routers.Router
+	var rest, sbID string
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
+		router, rest = f.api, strings.TrimPrefix(r.URL.Path, "/api")
+	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		id, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/toolbox/"), "/")
+		router, rest, sbID = f.tb, "/"+p, id
+	default:
+		f.fail(w, r, fmt.Errorf("no such API prefix"))
+		return
+	}
+	vr := r.Clone(r.Context())
+	vr.URL = &url.URL{Scheme: "http", Host: r.Host, Path: rest, RawQuery: r.URL.RawQuery}
+	vr.RequestURI = ""
+	vr.Body = io.NopCloser(bytes.NewReader(body))
+	route, params, err := router.FindRoute(vr)
+	if err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	// A multipart body (the helper upload, megabytes) is checked against the document's
+	// schema here, part by part: kin-openapi's decoder takes seconds per upload under -race.
+	multi := strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data")
+	in := &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true,
+			ExcludeRequestBody: multi}}
+	if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	if multi {
+		if err := multipartMatches(route, r.Header.Get("Content-Type"), body); err != nil {
+			f.fail(w, r, err)
+			return
+		}
+	}
+	if err := unknownProperties(route, body, r.Header.Get("Content-Type")); err != nil {
+		f.fail(w, r, err)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+f.key {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"statusCode": 401, "message": "Invalid credentials", "error": "Unauthorized"})
+		return
+	}
+	op := route.Operation.OperationID
+	f.mu.Lock()
+	f.ops[op]++
+	if st := f.inject[op]; len(st) > 0 {
+		f.inject[op] = st[1:]
+		f.mu.Unlock()
+		writeJSON(w, st[0], map[string]any{"statusCode": st[0], "message": "injected " + http.StatusText(st[0])})
+		return
+	}
+	f.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if sbID != "" {
+		f.toolbox(w, r, op, sbID, params, body)
+		return
+	}
+	f.control(w, r, op, params, body)
+}
+
+// fail reports a request that the real service would reject as malformed.
+func (f *fakeDaytona) fail(w http.ResponseWriter, r *http.Request, err error) {
+	f.t.Errorf("fake Daytona: %s %s does not match the OpenAPI document: %v", r.Method, r.URL, err)
+	writeJSON(w, http.StatusBadRequest, map[string]any{"statusCode": 400, "message": err.Error()})
+}
+
+// unknownProperties rejects JSON body properties the operation's schema does not declare
+// (Daytona's API rejects unknown fields).
+func unknownProperties(route *routers.Route, body []byte, ctype string) error {
+	rb := route.Operation.RequestBody
+	if rb == nil || rb.Value == nil || !strings.HasPrefix(ctype, "application/json") {
+		return nil
+	}
+	mt := rb.Value.Content.Get("application/json")
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || len(mt.Schema.Value.Properties) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return err
+	}
+	for k := range m {
+		if _, ok := mt.Schema.Value.Properties[k]; !ok {
+			return fmt.Errorf("property %q is not in the schema", k)
+		}
+	}
+	return nil
+}
+
+// multipartMatches checks a multipart body against the operation's multipart/form-data
+// schema: every required property is a part, and no part is undeclared.
+func multipartMatches(route *routers.Route, ctype string, body []byte) error {
+	rb := route.Operation.RequestBody
+	if rb == nil || rb.Value == nil {
+		return fmt.Errorf("the operation takes no body")
+	}
+	mt := rb.Value.Content.Get("multipart/form-data")
+	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+		return fmt.Errorf("the operation takes no multipart/form-data body")
+	}
+	_, params, err := mime.ParseMediaType(ctype)
+	if err != nil {
+		return err
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	seen := map[string]bool{}
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("malformed multipart body: %v", err)
+		}
+		if _, ok := mt.Schema.Value.Properties[p.FormName()]; !ok {
+			return fmt.Errorf("part %q is not in the schema", p.FormName())
+		}
+		seen[p.FormName()] = true
+	}
+	for _, req := range mt.Schema.Value.Required {
+		if !seen[req] {
+			return fmt.Errorf("required part %q is missing", req)
+		}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func conflict(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusConflict, map[string]any{"statusCode": 409, "message": msg, "error": "Conflict"})
+}
+
+func notFound(w http.ResponseWriter, what string) {
+	writeJSON(w, http.StatusNotFound, map[string]any{"statusCode": 404, "message": what + " not found", "error": "Not Found"})
+}
+
+// view is the Sandbox schema of b.
+func (f *fakeDaytona) view(b *fakeBox) map[string]any {
+	return map[string]any{"id": b.id, "organizationId": "org-test", "name": b.name, "user": "sandbox", "env": map[string]string{},
+		"labels": b.labels, "public": false, "networkBlockAll": b.body["networkBlockAll"] != false, "target": "us",
+		"cpu": 1, "gpu": 0, "memory": 1, "disk": 3, "state": b.state, "toolboxProxyUrl": f.srv.URL + "/toolbox",
+		"autoStopInterval": b.autoStop, "autoArchiveInterval": b.autoArchive, "autoDeleteInterval": b.autoDelete,
+		"createdAt": b.created.UTC().Format(time.RFC3339Nano), "lastActivityAt": b.active.UTC().Format(time.RFC3339Nano)}
+}
+
+func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string, params map[string]string, body []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name := params["sandboxIdOrName"]
+	b := f.byName(name)
+	busy := func() bool {
+		switch b.state {
+		case "creating", "starting", "stopping", "archiving", "restoring", "destroying":
+			conflict(w, "Sandbox state change in progress")
+			return true
+		}
+		return false
+	}
+	switch op {
+	case "createSandbox":
+		var m map[string]any
+		json.Unmarshal(body, &m)
+		f.creates = append(f.creates, m)
+		n, _ := m["name"].(string)
+		if f.byName(n) != nil {
+			conflict(w, fmt.Sprintf("Sandbox with name %s already exists", n))
+			return
+		}
+		var id [8]byte
+		rand.Read(id[:])
+		b := &fakeBox{id: hex.EncodeToString(id[:]), name: n, state: "creating", labels: map[string]string{}, body: m,
+			autoStop: 15, autoDelete: -1, created: time.Now(), active: time.Now(), ptys: map[string]*fakePty{}}
+		if v, ok := m["autoStopInterval"].(float64); ok {
+			b.autoStop = int(v)
+		}
+		if v, ok := m["autoArchiveInterval"].(float64); ok {
+			b.autoArchive = int(v)
+		}
+		if v, ok := m["autoDeleteInterval"].(float64); ok {
+			b.autoDelete = int(v)
+		}
+		if l, ok := m["labels"].(map[string]any); ok {
+			for k, v := range l {
+				b.labels[k], _ = v.(string)
+			}
+		}
+		f.boxes[b.id] = b
+		f.change(b, "started", f.createContainer)
+		writeJSON(w, http.StatusOK, f.view(b))
+	case "getSandbox":
+		if b == nil {
+			notFound(w, "Sandbox")
+			return
+		}
+		writeJSON(w, http.StatusOK, f.view(b))
+	case "listSandboxes":
+		var want map[string]string
+		if l := r.URL.Query().Get("labels"); l != "" {
+			json.Unmarshal([]byte(l), &want)
+		}
+		items := []any{}
+		ids := make([]string, 0, len(f.boxes))
+		for id := range f.boxes {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			b := f.boxes[id]
+			match := true
+			for k, v := range want {
+				match = match && b.labels[k] == v
+			}
+			if match {
+				items = append(items, f.view(b))
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
+	case "startSandbox":
+		if b == nil {
+			notFound(w, "Sandbox")
+			return
+		}
+		if busy() {
+			return
+		}
+		switch b.state {
+		case "stopped":
+			f.change(b, "started", f.startContainer)
+			b.state = "starting"
+		case "archived":
+			f.change(b, "started", f.startContainer)
+			b.state = "restoring"
+		}
+		writeJSON(w, http.StatusOK, f.view(b))
+	case "stopSandbox":
+		if b == nil {
+			notFound(w, "Sandbox")
+			return
+		}
+		if busy() {
+			return
+		}
+		if b.state == "started" {
+			f.stopLocked(b)
+		}
+		writeJSON(w, http.StatusOK, f.view(b))
+	case "archiveSandbox":
+		if b == nil {
+			notFound(w, "Sandbox")
+			return
+		}
+		if busy() {
+			return
+		}
+		if b.state != "stopped" {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"statusCode": 400, "message": "Sandbox is not stopped"})
+			return
+		}
+		b.state = "archiving"
+		f.change(b, "archived", nil)
+		writeJSON(w, http.StatusOK, f.view(b))
+	case "deleteSandbox":
+		if b == nil {
+			notFound(w, "Sandbox")
+			return
+		}
+		if busy() {
+			return
+		}
+		b.state = "destroying"
+		f.change(b, "destroyed", f.removeContainer)
+		writeJSON(w, http.StatusOK, f.view(b))
+	default:
+		f.t.Errorf("fake Daytona: %s is not served", op)
+		writeJSON(w, http.StatusNotImplemented, map[string]any{"message": op + " not served by the fake"})
+	}
+}
+
+// stopLocked starts stopping b; f.mu is held.
+func (f *fakeDaytona) stopLocked(b *fakeBox) {
+	b.state = "stopping"
+	f.change(b, "stopped", f.stopContainer)
+}
+
+// change runs work for b in the background and then moves it to state `to` (a destroyed
+// sandbox is forgotten). The transition takes at least f.transition.
+func (f *fakeDaytona) change(b *fakeBox, to string, work func(context.Context, *fakeBox) error) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		t := time.Now()
+		var err error
+		if work != nil {
+			err = work(ctx, b)
+		}
+		if d := f.transition - time.Since(t); d > 0 {
+			time.Sleep(d)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch {
+		case err != nil:
+			b.state = "error"
+			f.t.Logf("fake Daytona: %s → %s: %v", b.name, to, err)
+		case to == "destroyed":
+			delete(f.boxes, b.id)
+		default:
+			b.state = to
+			if to == "stopped" {
+				b.stoppedAt = time.Now()
+			}
+			if to == "started" {
+				b.active = time.Now()
+			}
+		}
+	}()
+}
+
+// clock applies auto-stop, auto-archive and auto-delete on the scaled clock.
+func (f *fakeDaytona) clock() {
+	defer f.wg.Done()
+	tick := time.NewTicker(max(f.minute/10, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stopped:
+			return
+		case <-tick.C:
+		}
+		f.mu.Lock()
+		now := time.Now()
+		for _, b := range f.boxes {
+			switch {
+			case b.state == "started" && b.autoStop > 0 && b.conns == 0 && now.Sub(b.active) > time.Duration(b.autoStop)*f.minute:
+				f.stopLocked(b)
+			case b.state == "stopped" && b.autoDelete >= 0 && now.Sub(b.stoppedAt) > time.Duration(b.autoDelete)*f.minute:
+				b.state = "destroying"
+				f.change(b, "destroyed", f.removeContainer)
+			case b.state == "stopped" && b.autoArchive > 0 && now.Sub(b.stoppedAt) > time.Duration(b.autoArchive)*f.minute:
+				b.state = "archiving"
+				f.change(b, "archived", nil)
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// containers -------------------------------------------------------------------------------
+
+const fakeUser, fakeHome = "1000:1000", "/home/sandbox"
+
+func (f *fakeDaytona) createContainer(ctx context.Context, b *fakeBox) error {
+	c, err := f.cli.ContainerCreate(ctx,
+		&container.Config{Image: f.image, Cmd: []string{"sleep", "2147483647"}, User: fakeUser,
+			Env: []string{"HOME=" + fakeHome, "PATH=/usr/bin:/bin"}, WorkingDir: fakeHome,
+			Labels: map[string]string{testLabel: testRun, "hermes-sandbox.test.fake": b.name}},
+		&container.HostConfig{Init: ptr(true), NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
+			Resources: container.Resources{Memory: 256 << 20, PidsLimit: ptr(int64(256)), NanoCPUs: 1e9}},
+		nil, nil, "hermes-fake-daytona-"+b.id)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	b.ctr = c.ID
+	f.mu.Unlock()
+	if err := f.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	// The image's home and /tmp belong to root; Daytona's user owns its home, and /tmp is
+	// the usual sticky, world-writable directory.
+	_, code, err := f.run(ctx, b, "0", "", nil, []string{"sh", "-c", "chown " + fakeUser + " " + fakeHome + " && chmod 1777 /tmp"})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("prepare home and /tmp: exit %d", code)
+	}
+	return err
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (f *fakeDaytona) startContainer(ctx context.Context, b *fakeBox) error {
+	return f.cli.ContainerStart(ctx, b.ctr, container.StartOptions{})
+}
+
+func (f *fakeDaytona) stopContainer(ctx context.Context, b *fakeBox) error {
+	f.mu.Lock()
+	for id, p := range b.ptys {
+		if p.close != nil {
+			p.close()
+		}
+		delete(b.ptys, id)
+	}
+	f.mu.Unlock()
+	timeout := 1
+	return f.cli.ContainerStop(ctx, b.ctr, container.StopOptions{Timeout: &timeout})
+}
+
+func (f *fakeDaytona) removeContainer(ctx context.Context, b *fakeBox) error {
+	if b.ctr == "" {
+		return nil
+	}
+	return f.cli.ContainerRemove(ctx, b.ctr, container.RemoveOptions{Force: true})
+}
+
+// run runs argv in b's container and returns its joined output and exit code.
+func (f *fakeDaytona) run(ctx context.Context, b *fakeBox, user, dir string, env []string, argv []string) ([]byte, int, error) {
+	ex, err := f.cli.ContainerExecCreate(ctx, b.ctr, container.ExecOptions{Cmd: argv, User: user, WorkingDir: dir, Env: env,
+		AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	hr, err := f.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer hr.Close()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { _, err := stdcopy.StdCopy(&out, &out, hr.Reader); done <- err }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	ei, err := f.cli.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out.Bytes(), ei.ExitCode, nil
+}
+
+// toolbox ----------------------------------------------------------------------------------
+
+func (f *fakeDaytona) toolbox(w http.ResponseWriter, r *http.Request, op, id string, params map[string]string, body []byte) {
+	f.mu.Lock()
+	b := f.boxes[id]
+	if b == nil {
+		f.mu.Unlock()
+		notFound(w, "Sandbox")
+		return
+	}
+	if b.state != "started" {
+		f.mu.Unlock()
+		writeJSON(w, http.StatusBadGateway, map[string]any{"error": "sandbox is " + b.state})
+		return
+	}
+	f.mu.Unlock()
+	ctx := r.Context()
+	switch op {
+	case "ExecuteCommand":
+		var req executeRequest
+		json.Unmarshal(body, &req)
+		argv, err := shell.Fields(req.Command, func(string) string { return "" })
+		if err != nil || len(argv) == 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid command"})
+			return
+		}
+		timeout := 10 * time.Second
+		if req.Timeout > 0 {
+			timeout = time.Duration(req.Timeout) * time.Second
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		out, code, err := f.run(rctx, b, fakeUser, req.Cwd, nil, argv)
+		if errors.Is(err, context.DeadlineExceeded) {
+			writeJSON(w, http.StatusRequestTimeout, map[string]any{"error": "command execution timeout"})
+			return
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, executeResponse{ExitCode: code, Result: string(out)})
+	case "UploadFile":
+		data, err := formFile(r)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
+		if err := f.upload(ctx, b, r.URL.Query().Get("path"), data); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{})
+	case "CreatePtySession":
+		var req ptyCreateRequest
+		json.Unmarshal(body, &req)
+		f.mu.Lock()
+		b.ptys[req.ID] = &fakePty{cols: req.Cols, rows: req.Rows, cwd: req.Cwd}
+		f.mu.Unlock()
+		writeJSON(w, http.StatusCreated, ptyCreateResponse{SessionID: req.ID})
+	case "ConnectPtySession":
+		f.connectPty(w, r, b, params["sessionId"])
+	case "DeletePtySession":
+		f.mu.Lock()
+		p := b.ptys[params["sessionId"]]
+		delete(b.ptys, params["sessionId"])
+		f.mu.Unlock()
+		if p == nil {
+			notFound(w, "PTY session")
+			return
+		}
+		if p.close != nil {
+			p.close()
+		}
+		writeJSON(w, http.StatusOK, map[string]any{})
+	default:
+		f.t.Errorf("fake Daytona: toolbox %s is not served", op)
+		writeJSON(w, http.StatusNotImplemented, map[string]any{"error": op + " not served by the fake"})
+	}
+}
+
+func formFile(r *http.Request) ([]byte, error) {
+	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, err
+	}
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return nil, fmt.Errorf("no file part: %v", err)
+		}
+		if p.FormName() == "file" {
+			return io.ReadAll(p)
+		}
+	}
+}
+
+// upload writes data to p in b's container, making its directory, owned by the user.
+func (f *fakeDaytona) upload(ctx context.Context, b *fakeBox, p string, data []byte) error {
+	if !path.IsAbs(p) {
+		p = path.Join(fakeHome, p)
+	}
+	dir := path.Dir(p)
+	if _, code, err := f.run(ctx, b, fakeUser, "", nil, []string{"mkdir", "-p", dir}); err != nil || code != 0 {
+		return fmt.Errorf("mkdir %s: exit %d %v", dir, code, err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: path.Base(p), Mode: 0o644, Size: int64(len(data)), Uid: 1000, Gid: 1000, ModTime: time.Now()})
+	tw.Write(data)
+	tw.Close()
+	return f.cli.CopyToContainer(ctx, b.ctr, dir, &buf, container.CopyToContainerOptions{})
+}
+
+// connectPty bridges a WebSocket to a shell on a real pseudo-terminal in the container
+// (a docker exec with a TTY): binary messages carry the terminal's bytes both ways.
+func (f *fakeDaytona) connectPty(w http.ResponseWriter, r *http.Request, b *fakeBox, id string) {
+	f.mu.Lock()
+	p := b.ptys[id]
+	f.mu.Unlock()
+	if p == nil {
+		notFound(w, "PTY session")
+		return
+	}
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	conn.SetReadLimit(64 << 20)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	ex, err := f.cli.ContainerExecCreate(ctx, b.ctr, container.ExecOptions{Cmd: []string{"/bin/sh"}, User: fakeUser,
+		WorkingDir: p.cwd, Env: []string{"TERM=xterm-256color"}, Tty: true, AttachStdin: true, AttachStdout: true,
+		ConsoleSize: &[2]uint{uint(p.rows), uint(p.cols)}})
+	if err != nil {
+		conn.Close(websocket.StatusInternalError, err.Error())
+		return
+	}
+	hr, err := f.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: true})
+	if err != nil {
+		conn.Close(websocket.StatusInternalError, err.Error())
+		return
+	}
+	var once sync.Once
+	shut := func() {
+		once.Do(func() {
+			cancel()
+			hr.Close()
+			conn.CloseNow()
+		})
+	}
+	f.mu.Lock()
+	p.close = shut
+	b.conns++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		b.conns--
+		b.active = time.Now()
+		f.mu.Unlock()
+		shut()
+	}()
+	go func() {
+		defer shut()
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			if _, err := hr.Conn.Write(data); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := hr.Reader.Read(buf)
+		if n > 0 {
+			if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			conn.Close(websocket.StatusNormalClosure, `{"exitCode":0}`)
+			return
+		}
+	}
+}

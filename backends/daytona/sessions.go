@@ -1,0 +1,125 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// scopeLabels select this scope's sandboxes.
+func (b *Backend) scopeLabels() map[string]string {
+	return map[string]string{labelOurs: "1", labelScope: b.scope}
+}
+
+// Sessions lists this scope's sandboxes, found by their labels.
+func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
+	if err := b.validate(); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "list", Err: err}
+	}
+	list, err := b.api.list(ctx, b.scopeLabels())
+	if err != nil {
+		return nil, b.apiErr("list", "", err)
+	}
+	var out []sandbox.SessionInfo
+	for _, sb := range list {
+		name := sb.Labels[labelSession]
+		if sandbox.ValidateSessionName(name) != nil || sb.Name != b.sandboxName(name) || statesGone[sb.State] {
+			continue
+		}
+		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.ID, State: sb.State}
+		info.Created, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
+		info.Used, _ = time.Parse(time.RFC3339Nano, sb.LastActivityAt)
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Remove deletes the session's sandbox (files and all).
+func (b *Backend) Remove(ctx context.Context, name string) error {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
+	}
+	if err := b.validate(); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
+	}
+	sname := b.sandboxName(name)
+	sb, err := b.api.get(ctx, sname)
+	if statusOf(err) == http.StatusNotFound || (err == nil && statesGone[sb.State]) {
+		b.dropRecord(name)
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
+	}
+	if err != nil {
+		return b.apiErr("remove", name, err)
+	}
+	if !b.ours(sb, name) {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: &kindError{kind: sandbox.ErrDenied,
+			cause: fmt.Errorf("sandbox %s was not created by this tool for this session (labels %v)", sname, sb.Labels), hint: "left alone"}}
+	}
+	if err := b.deleteSandbox(ctx, sb.ID); err != nil {
+		return err
+	}
+	b.dropRecord(name)
+	return nil
+}
+
+// Collect stops (hibernates) this scope's started sandboxes idle longer than
+// opts.IdleTimeout (default daytona.auto_stop), and deletes those in a failed state. Only
+// sandboxes carrying this tool's labels are looked at: a sandbox without labelOurs=1 and
+// this scope is never touched, whatever its name. A stopped sandbox keeps its files; the
+// next command starts it again.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
+	var rep sandbox.GCReport
+	if err := b.validate(); err != nil {
+		return rep, &sandbox.Error{Backend: Name, Op: "gc", Err: err}
+	}
+	idle := opts.IdleTimeout
+	if idle <= 0 {
+		idle = b.cfg.AutoStop
+	}
+	list, err := b.api.list(ctx, b.scopeLabels())
+	if err != nil {
+		return rep, b.apiErr("gc", "", err)
+	}
+	var errs []error
+	now := time.Now()
+	for _, sb := range list {
+		if sb.Labels[labelOurs] != "1" || sb.Labels[labelScope] != b.scope {
+			continue // the service filtered loosely: never touch what is not ours
+		}
+		last, err := time.Parse(time.RFC3339Nano, sb.LastActivityAt)
+		if err != nil {
+			last, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
+		}
+		idleFor := now.Sub(last)
+		age := idleFor.Round(time.Second)
+		item := sandbox.GCItem{Kind: "sandbox", Name: sb.Name}
+		switch {
+		case statesFailed[sb.State]:
+			item.Reason = "deleted: state " + sb.State + " (" + orNone(sb.ErrorReason) + ")"
+			rep.Removed = append(rep.Removed, item)
+			if !opts.DryRun {
+				if err := b.deleteSandbox(ctx, sb.ID); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		case sb.State == "started" && idleFor >= idle:
+			item.Reason = fmt.Sprintf("stopped: idle for %s (files kept; the next command starts it)", age)
+			rep.Removed = append(rep.Removed, item)
+			if !opts.DryRun {
+				if err := b.stopSandbox(ctx, sb.ID); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		default:
+			item.Reason = fmt.Sprintf("%s, idle for %s", sb.State, age)
+			rep.Kept = append(rep.Kept, item)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
