@@ -31,6 +31,8 @@ type Request struct {
 	Command  string
 	Verdict  policy.Verdict
 	Findings []policy.Finding
+	// Notes say more about the findings (which file could not be read, a parse error).
+	Notes []string
 }
 
 // Approver asks a person. It must honour ctx (approvals.timeout is applied through it) and
@@ -52,14 +54,36 @@ func approverFrom(ctx context.Context) Approver {
 	return a
 }
 
+// Caller says who makes the calls on a context: the MCP client's name and the transport
+// (stdio, http), or the CLI. The gate puts it in every audit record.
+type Caller struct {
+	Client    string
+	Transport string
+}
+
+type callerKey struct{}
+
+// WithCaller attaches the caller to calls made with ctx.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, &c)
+}
+
+func callerFrom(ctx context.Context) *Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	return c
+}
+
 // RefusedError says the gate did not let a call through. It matches sandbox.ErrDenied.
 type RefusedError struct {
 	Tool    string
 	Command string
-	// Reason is one of: hardline, denied, no-approver, timeout, tool-disabled, call-limit.
+	// Reason is one of: hardline, denied, no-approver, timeout, tool-disabled, call-limit,
+	// store.
 	Reason   string
 	Verdict  policy.Verdict
 	Findings []policy.Finding
+	// Notes say more about the findings (which file could not be read, and why).
+	Notes []string
 	// Hint says how an operator can allow it, if that is possible at all.
 	Hint string
 }
@@ -79,11 +103,16 @@ func (e *RefusedError) Error() string {
 		msg += ": this tool is switched off"
 	case "call-limit":
 		msg += ": the session used up its tool calls (loop.max_tool_calls)"
+	case "store":
+		msg += ": the gate's session store cannot be used"
 	default:
 		msg += ": " + e.Reason
 	}
 	for _, f := range e.Findings {
 		msg += fmt.Sprintf("; [%s] %s", f.Rule, f.Description)
+	}
+	for _, n := range e.Notes {
+		msg += "; " + n
 	}
 	if e.Hint != "" {
 		msg += " (" + e.Hint + ")"

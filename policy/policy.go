@@ -82,6 +82,12 @@ type Analysis struct {
 	Command  string    `json:"command"`
 	Verdict  Verdict   `json:"verdict"`
 	Findings []Finding `json:"findings"`
+	// Notes say more about some findings (a parse error, a file that could not be read);
+	// they are for people, not allowlist keys.
+	Notes []string `json:"notes,omitempty"`
+	// Runs lists the programs the command runs, wrappers (env, sudo, sh -c, xargs,
+	// find -exec…) looked through; set by ClassifyIn.
+	Runs []string `json:"-"`
 }
 
 // Options configure a [Classifier].
