@@ -35,6 +35,7 @@ type Config struct {
 	Loop        LoopConfig        `yaml:"loop"`
 	Audit       AuditConfig       `yaml:"audit"`
 	MCP         MCPConfig         `yaml:"mcp"`
+	Local       LocalConfig       `yaml:"local"`
 
 	path        string
 	secretsPath string
@@ -230,7 +231,8 @@ func NewConfig() *Config {
 			Level:          AuditFull,
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 		},
-		MCP: MCPConfig{Listen: "127.0.0.1:8765"},
+		MCP:   MCPConfig{Listen: "127.0.0.1:8765"},
+		Local: LocalConfig{Confine: ConfineAuto},
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -27,6 +29,9 @@ type Backend struct {
 	shell    string
 	cwd      string
 	env      []string
+	confine  *agent.Confinement // nil: local.confine is off
+	status   string             // what doctor and sandbox_info say about confinement
+	enforced bool
 }
 
 // New builds the local backend from the configuration.
@@ -39,13 +44,74 @@ func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	return &Backend{
+	b := &Backend{
 		opts:     opts,
 		stateDir: filepath.Join(opts.StateDir, "local"),
 		shell:    string(cfg.Terminal.Shell),
 		cwd:      cwd,
 		env:      sandbox.FilterEnv(opts.Environ, cfg.Terminal.EnvPassthrough),
-	}, nil
+	}
+	if err := b.setConfinement(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// setConfinement decides local.confine: the tool's config directory, its state directory
+// and the audit log's directory become read-only to every command (and with strict, commands
+// write only under the working directory and the temporary directories).
+func (b *Backend) setConfinement() error {
+	cfg := b.opts.Config
+	mode := cfg.Local.Confine
+	if mode == config.ConfineOff {
+		b.status = "off (local.confine: off): only the gate's path checks keep commands away from this tool's files"
+		return nil
+	}
+	home, _ := b.opts.Getenv("HOME")
+	expand := func(p string) string {
+		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+			return filepath.Join(home, p[1:])
+		}
+		return p
+	}
+	c := &agent.Confinement{Protect: []string{b.opts.StateDir}, Strict: mode == config.ConfineStrict,
+		Required: mode == config.ConfineStrict}
+	if p := cfg.Path(); p != "" {
+		c.Protect = append(c.Protect, filepath.Dir(p))
+	}
+	if cfg.SecretsPath() != "" {
+		c.Protect = append(c.Protect, filepath.Dir(cfg.SecretsPath()))
+	}
+	if d := expand(cfg.Audit.LogDestination); filepath.IsAbs(d) {
+		c.Protect = append(c.Protect, filepath.Dir(d))
+	}
+	if c.Strict {
+		c.Writable = []string{expand(b.cwd), "/tmp", "/dev/shm"}
+	}
+	abi, err := agent.LandlockABI()
+	switch {
+	case err != nil && c.Strict:
+		return fmt.Errorf("local: local.confine is strict, but %v; use local.confine auto or off on this machine: %w", err, sandbox.ErrUnavailable)
+	case err != nil:
+		b.status = "not kernel-enforced (" + err.Error() + "); only the gate's path checks keep commands away from this tool's files"
+	case c.Strict:
+		b.status, b.enforced = fmt.Sprintf("kernel-enforced (Landlock ABI %d): commands write only under %s and the temporary directories", abi, b.cwd), true
+	default:
+		b.status, b.enforced = fmt.Sprintf("kernel-enforced (Landlock ABI %d): this tool's config and state are read-only to commands", abi), true
+	}
+	b.confine = c
+	return nil
+}
+
+// Confinement says whether commands are confined by the kernel, and how.
+func (b *Backend) Confinement() (enforced bool, detail string) { return b.enforced, b.status }
+
+// Warnings says when commands are not kernel-confined.
+func (b *Backend) Warnings() []string {
+	if b.enforced {
+		return nil
+	}
+	return []string{"local: commands are " + b.status}
 }
 
 // Name returns "local".
@@ -71,7 +137,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	dir := b.sessionDir(name)
 	start := func(ctx context.Context) (channel.Started, error) {
-		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd})
+		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine})
 		if err != nil {
 			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
 		}
