@@ -115,6 +115,23 @@ func (b *Backend) Warnings() []string {
 	return nil
 }
 
+// Redact hides known secrets in text (Options.RedactOutput), for output that leaves by
+// another way than a result: progress messages, for one.
+func (b *Backend) Redact(text string) string {
+	if b.opts.RedactOutput == nil {
+		return text
+	}
+	return b.opts.RedactOutput(text)
+}
+
+// Confinement passes through the inner backend's kernel confinement, if it has one.
+func (b *Backend) Confinement() (bool, string) {
+	if c, ok := b.inner.(Confiner); ok {
+		return c.Confinement()
+	}
+	return false, ""
+}
+
 func (b *Backend) allowlisted(desc string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -130,3 +130,10 @@ func (e *RefusedError) ExitCode() int { return sandbox.ExitNotExec }
 type Budget interface {
 	RemainingCalls() int
 }
+
+// Confiner is implemented by backends that confine commands in the kernel as well (local,
+// with Landlock): enforced says whether the kernel does, detail how or why not. A gated
+// backend passes it through; detail is "" when the backend has no such confinement.
+type Confiner interface {
+	Confinement() (enforced bool, detail string)
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -19,7 +20,9 @@ type backendReport struct {
 	Usable   bool     `json:"usable"`
 	Problem  string   `json:"problem,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
-	Selected bool     `json:"selected"`
+	// Confinement says whether the kernel keeps commands away from this tool's files.
+	Confinement string `json:"confinement,omitempty"`
+	Selected    bool   `json:"selected"`
 }
 
 func (a *app) doctorCmd() *cobra.Command {
@@ -69,6 +72,9 @@ selected backend is not usable.`,
 					fmt.Fprintf(a.stdout, " %s", r.Problem)
 				}
 				fmt.Fprintln(a.stdout)
+				if r.Confinement != "" {
+					fmt.Fprintf(a.stdout, "                    confinement: %s\n", r.Confinement)
+				}
 				for _, w := range r.Warnings {
 					fmt.Fprintf(a.stdout, "                    warning: %s\n", w)
 				}
@@ -114,6 +120,9 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 		}
 		if w, ok := b.(sandbox.Warner); ok {
 			r.Warnings = w.Warnings()
+		}
+		if c, ok := b.(gate.Confiner); ok {
+			_, r.Confinement = c.Confinement()
 		}
 		b.Close()
 		out = append(out, r)
