@@ -69,6 +69,7 @@ func Run(t *testing.T, opts Options) {
 	t.Run("SessionManager", s.testSessionManager)
 	t.Run("CapabilityHonesty", s.testCapabilities)
 	t.Run("GateHoldsInEveryMode", s.testGate)
+	t.Run("GateWithState", s.testGateWithState)
 }
 
 var sessionSeq struct {
