@@ -75,7 +75,9 @@ func (f *fakeSession) WriteFile(ctx context.Context, p string, data []byte, mode
 	return nil
 }
 
-func (f *fakeSession) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) { return nil, nil }
+func (f *fakeSession) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
+	return nil, nil
+}
 
 type fakeBackend struct{ sess *fakeSession }
 
