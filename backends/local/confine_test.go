@@ -133,6 +133,19 @@ func TestLandlockKeepsTheToolsFilesReadOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.cfgDir, "written-by-the-tool"), []byte("ok"), 0o600); err != nil {
 		t.Errorf("the tool itself lost write access to its config directory: %v", err)
 	}
+	// write_file is done by the helper itself, so it draws the same line: no write through a
+	// link into the protected tree.
+	e.run(t, "cd "+e.work+" && ln -s "+e.cfgDir+" cfglink")
+	fsys := e.sess.(sandbox.FileSystem)
+	if err := fsys.WriteFile(context.Background(), filepath.Join(e.work, "cfglink", "config.yaml"), []byte("approvals: {mode: off}\n"), 0o600); err == nil {
+		t.Errorf("write_file through a link into the config directory succeeded")
+	}
+	if err := fsys.WriteFile(context.Background(), filepath.Join(e.work, "ok.txt"), []byte("fine\n"), 0o600); err != nil {
+		t.Errorf("write_file in the working tree: %v", err)
+	}
+	if b, _ := os.ReadFile(e.cfgFile); !bytes.Equal(b, []byte("# original\n")) {
+		t.Errorf("config after write_file through a link = %q", b)
+	}
 	e.run(t, "cd sub && export CONFINE_KEPT=yes")
 	if res := e.run(t, "pwd; echo $CONFINE_KEPT"); res.Stdout != filepath.Join(e.work, "sub")+"\nyes\n" {
 		t.Errorf("state after a confined command = %q", res.Stdout)

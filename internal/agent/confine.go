@@ -102,3 +102,43 @@ func cleanPaths(ps []string) []string {
 	}
 	return out
 }
+
+// checkWrite refuses a write_file (which the helper does itself, unconfined) whose target,
+// with symbolic links resolved, lies in a protected tree, or outside the writable ones when
+// strict: the same line the kernel draws for commands.
+func (s *Server) checkWrite(target string) error {
+	c := s.opts.Confine
+	if c == nil {
+		return nil
+	}
+	dir, rest := filepath.Dir(target), filepath.Base(target)
+	for {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = r
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+	real := filepath.Join(dir, rest)
+	for _, p := range cleanPaths(c.Protect) {
+		if within(real, p) && !within(real, s.scratchDir()) && !within(real, s.jobsDir()) {
+			return &os.PathError{Op: "write", Path: target, Err: errProtected}
+		}
+	}
+	if c.Strict {
+		for _, w := range cleanPaths(append(c.Writable, "/dev")) {
+			if within(real, w) {
+				return nil
+			}
+		}
+		return &os.PathError{Op: "write", Path: target, Err: errProtected}
+	}
+	return nil
+}
+
+var errProtected = os.ErrPermission
