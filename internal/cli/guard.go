@@ -179,6 +179,9 @@ func (t *ttyApprover) Approve(ctx context.Context, req gate.Request) (gate.Decis
 	for _, f := range req.Findings {
 		fmt.Fprintf(t.out, "  [%s] %s\n", f.Rule, f.Description)
 	}
+	for _, n := range req.Notes {
+		fmt.Fprintf(t.out, "  (%s)\n", n)
+	}
 	fmt.Fprint(t.out, "Allow? [o]nce, [s]ession, [a]lways, [d]eny (default deny): ")
 	answer := make(chan string, 1)
 	go func() {
