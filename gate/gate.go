@@ -212,7 +212,8 @@ type call struct {
 	script     []byte
 	scriptName string
 	switches   []toolSwitch
-	// code says tools.code_execution applies when the analysis finds an interpreter.
+	// code says tools.code_execution applies when the analysis finds an interpreter, and
+	// tools.file_write when it finds a file written.
 	code  bool
 	start time.Time
 	rec   audit.Record
@@ -294,6 +295,9 @@ func (s *Session) admit(ctx context.Context, c *call) error {
 	switches := c.switches
 	if c.code && slices.ContainsFunc(a.Runs, policy.IsInterpreter) {
 		switches = append(slices.Clip(switches), toolSwitch{s.b.opts.Tools.CodeExecution, "code_execution"})
+	}
+	if c.code && len(a.Writes) > 0 {
+		switches = append(slices.Clip(switches), toolSwitch{s.b.opts.Tools.FileWrite, "file_write"})
 	}
 	for _, sw := range switches {
 		if !sw.on {

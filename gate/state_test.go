@@ -146,6 +146,8 @@ func TestTwoStepBypassesAreRefusedBeforeTheBackend(t *testing.T) {
 		{name: "code_execution off: env python3", cwd: "/work", cmd: sandbox.Command{Script: "env python3 -c 'print(1)'"}, mutate: noCode, reason: "tool-disabled"},
 		{name: "code_execution off: sh -c python3", cwd: "/work", cmd: sandbox.Command{Script: `sh -c "python3 -c 'print(1)'"`}, mutate: noCode, reason: "tool-disabled"},
 		{name: "code_execution off: timeout ipython", cwd: "/work", cmd: sandbox.Command{Script: "timeout 5 ipython -c 'print(1)'"}, mutate: noCode, reason: "tool-disabled"},
+		{name: "file_write off: redirect", cwd: "/work", cmd: sandbox.Command{Script: "echo x > out.txt"}, mutate: func(o *gate.Options) { o.Tools.FileWrite = false }, reason: "tool-disabled"},
+		{name: "file_write off: sudo tee", cwd: "/work", cmd: sandbox.Command{Script: "echo x | sudo -n tee out.txt"}, mutate: func(o *gate.Options) { o.Tools.FileWrite = false }, reason: "tool-disabled"},
 		{name: "ipython one-liner", cwd: "/work", cmd: sandbox.Command{Script: `ipython -c 'import shutil; shutil.rmtree("/")'`}, reason: "hardline", finding: "recursive-delete-root"},
 	}
 	for _, tt := range tests {
@@ -184,6 +186,13 @@ func TestTwoStepBypassesAreRefusedBeforeTheBackend(t *testing.T) {
 				t.Errorf("refusal %q; want it to name the file it could not read", re)
 			}
 		})
+	}
+	// With file_write off, commands that write no file still run.
+	for _, script := range []string{"ls -la 2>/dev/null", "cat a.txt | grep x > /dev/null"} {
+		f := &fakeSession{cwd: "/work"}
+		if _, err := gated(f, func(o *gate.Options) { o.Tools.FileWrite = false }).Exec(context.Background(), sandbox.Command{Script: script}); err != nil {
+			t.Errorf("file_write off: %q refused: %v", script, err)
+		}
 	}
 	// The same commands in a harmless state do run.
 	for _, c := range []struct{ cwd, script string }{{"/work", "rm -rf *"}, {"/work", "sh x.sh"}, {"/work", "python3 a.py"}} {

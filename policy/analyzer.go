@@ -77,8 +77,9 @@ type analyzer struct {
 
 	files map[string]desc // data written to files earlier in the command
 
-	sess *session // set by ClassifyIn: the session the command runs in
-	ran  []string // the programs the command runs, after wrappers
+	sess  *session // set by ClassifyIn: the session the command runs in
+	ran   []string // the programs the command runs, after wrappers
+	wrote []string // the files the command writes (devices left out)
 
 	// Reverse-shell bookkeeping: what the current pipeline stage runs.
 	stageNet, stageShell bool

@@ -88,6 +88,9 @@ type Analysis struct {
 	// Runs lists the programs the command runs, wrappers (env, sudo, sh -c, xargs,
 	// find -exec…) looked through; set by ClassifyIn.
 	Runs []string `json:"-"`
+	// Writes lists the files the command writes (devices left out; an unresolved name is
+	// kept with its unknown parts); set by ClassifyIn, for tools.file_write.
+	Writes []string `json:"-"`
 }
 
 // Options configure a [Classifier].

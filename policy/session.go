@@ -132,6 +132,14 @@ func (a *analyzer) noteRun(name string) {
 	}
 }
 
+// noteWrite records a file the command writes.
+func (a *analyzer) noteWrite(f field) {
+	if a.sess == nil || f.s == "" || f.proc != nil || strings.HasPrefix(f.s, "/dev/") || len(a.wrote) >= ranLimit {
+		return
+	}
+	a.wrote = append(a.wrote, f.s)
+}
+
 // ClassifyIn classifies command as it would run in the session described by sc: relative
 // paths and globs resolve against sc.Dir, the session's variables are known, and the files
 // the command runs (sh FILE, . FILE, ./FILE, python3 FILE, xargs < FILE, a program found on
@@ -152,7 +160,7 @@ func (c *Classifier) ClassifyIn(sc Context, command string) Analysis {
 		}
 	}
 	res := a.result(command)
-	res.Runs = a.ran
+	res.Runs, res.Writes = a.ran, a.wrote
 	extra := a.sess.extra
 	if len(unreadable) > 0 {
 		extra = append(extra, findingUnreadable)
