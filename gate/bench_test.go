@@ -72,8 +72,8 @@ func BenchmarkGateLocalSession(b *testing.B) {
 			name = "gated"
 		}
 		b.Run(name, func(b *testing.B) {
-			lb, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: filepath.Join(dir, "state-"+name),
-				Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
+			lb, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(dir, "state-"+name),
+				Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}}))
 			if err != nil {
 				b.Fatal(err)
 			}

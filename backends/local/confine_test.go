@@ -59,8 +59,8 @@ func newConfinedEnv(t *testing.T, mode config.Confine) *confinedEnv {
 	cfg.Terminal.Cwd = e.work
 	cfg.Audit.LogDestination = e.auditLog
 	cfg.Local.Confine = mode
-	e.b, err = local.New(sandbox.FactoryOptions{Config: cfg, StateDir: e.stateDir,
-		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}})
+	e.b, err = local.NewWith(local.SectionOf(cfg), cfg.BackendOptions(sandbox.FactoryOptions{StateDir: e.stateDir,
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestLandlockStrictLimitsWritesToTheWorkspace(t *testing.T) {
 func TestConfinementOffIsReported(t *testing.T) {
 	cfg := config.NewConfig()
 	cfg.Local.Confine = config.ConfineOff
-	b, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()})
+	b, err := local.NewWith(local.SectionOf(cfg), cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,24 +34,52 @@ type Backend struct {
 	enforced bool
 }
 
-// New builds the local backend from the configuration.
+// Section is the local backend's own configuration: local.confine, and the directories of
+// this tool's files that commands may not change besides the state directory (which always
+// is): the config file's, the secrets file's and the audit log's. "~" is the caller's HOME.
+type Section struct {
+	Confine config.Confine
+	Protect []string
+}
+
+// SectionOf picks the local backend's section out of the whole configuration.
+func SectionOf(c *config.Config) Section {
+	s := Section{Confine: c.Local.Confine}
+	for _, p := range []string{c.Path(), c.SecretsPath(), c.Audit.LogDestination} {
+		if p != "" {
+			s.Protect = append(s.Protect, filepath.Dir(p))
+		}
+	}
+	return s
+}
+
+// New builds the local backend with the default confinement (auto; only the state
+// directory is known to protect). The terminal settings (shell, cwd, env_passthrough) in
+// opts are all else it uses.
 func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	cfg := opts.Config
+	return NewWith(Section{Confine: config.ConfineAuto}, opts)
+}
+
+// NewWith builds the local backend with its section.
+func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
 	}
-	cwd := cfg.Terminal.Cwd
+	cwd := opts.Cwd
+	if home, _ := opts.Getenv("HOME"); home != "" && (cwd == "~" || strings.HasPrefix(cwd, "~/")) {
+		cwd = filepath.Join(home, cwd[1:])
+	}
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
 	b := &Backend{
 		opts:     opts,
 		stateDir: filepath.Join(opts.StateDir, "local"),
-		shell:    string(cfg.Terminal.Shell),
+		shell:    opts.Shell,
 		cwd:      cwd,
-		env:      sandbox.FilterEnv(opts.Environ, cfg.Terminal.EnvPassthrough),
+		env:      sandbox.FilterEnv(opts.Environ, opts.EnvPassthrough),
 	}
-	if err := b.setConfinement(); err != nil {
+	if err := b.setConfinement(sec); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -60,33 +88,28 @@ func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 // setConfinement decides local.confine: the tool's config directory, its state directory
 // and the audit log's directory become read-only to every command (and with strict, commands
 // write only under the working directory and the temporary directories).
-func (b *Backend) setConfinement() error {
-	cfg := b.opts.Config
-	mode := cfg.Local.Confine
+func (b *Backend) setConfinement(sec Section) error {
+	mode := sec.Confine
+	if mode == "" {
+		mode = config.ConfineAuto
+	}
 	if mode == config.ConfineOff {
 		b.status = "off (local.confine: off): only the gate's path checks keep commands away from this tool's files"
 		return nil
 	}
 	home, _ := b.opts.Getenv("HOME")
-	expand := func(p string) string {
-		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
-			return filepath.Join(home, p[1:])
-		}
-		return p
-	}
 	c := &agent.Confinement{Protect: []string{b.opts.StateDir}, Strict: mode == config.ConfineStrict,
 		Required: mode == config.ConfineStrict}
-	if p := cfg.Path(); p != "" {
-		c.Protect = append(c.Protect, filepath.Dir(p))
-	}
-	if cfg.SecretsPath() != "" {
-		c.Protect = append(c.Protect, filepath.Dir(cfg.SecretsPath()))
-	}
-	if d := expand(cfg.Audit.LogDestination); filepath.IsAbs(d) {
-		c.Protect = append(c.Protect, filepath.Dir(d))
+	for _, p := range sec.Protect {
+		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+			p = filepath.Join(home, p[1:])
+		}
+		if filepath.IsAbs(p) {
+			c.Protect = append(c.Protect, p)
+		}
 	}
 	if c.Strict {
-		c.Writable = []string{expand(b.cwd), "/tmp", "/dev/shm"}
+		c.Writable = []string{b.cwd, "/tmp", "/dev/shm"}
 	}
 	abi, err := agent.LandlockABI()
 	switch {
@@ -114,12 +137,16 @@ func (b *Backend) Warnings() []string {
 	return []string{"local: commands are " + b.status}
 }
 
+// WorkDir is the directory sessions start in (terminal.cwd, else the current directory):
+// the tree the agent was started to work on.
+func (b *Backend) WorkDir() string { return b.cwd }
+
 // Name returns "local".
 func (b *Backend) Name() string { return Name }
 
 // Capabilities reports what local sessions do.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
 		Network:   true}
 }
@@ -136,6 +163,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
 	dir := b.sessionDir(name)
+	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
 		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine})
 		if err != nil {
@@ -163,6 +191,37 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger}), nil
+}
+
+// homeFile records, in a session's state, the directory the session was created in.
+const homeFile = "created-in"
+
+// noteHome binds a new session to the directory it is created in, and says so when the
+// session is used from another directory: a local session keeps its own working directory
+// (like a terminal tab), so `make test` from project B in a session made in project A runs in
+// A. The notice goes to the progress writer (the CLI's stderr).
+func (b *Backend) noteHome(name, dir string) {
+	if b.opts.Cwd != "" {
+		return // a configured directory: every session starts there on purpose
+	}
+	here := b.cwd
+	home, err := os.ReadFile(filepath.Join(dir, homeFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if os.MkdirAll(dir, 0o700) == nil {
+			_ = os.WriteFile(filepath.Join(dir, homeFile), []byte(here), 0o600)
+		}
+		return
+	}
+	if err != nil || b.opts.Progress == nil || here == "" {
+		return
+	}
+	h := string(home)
+	if h == here || strings.HasPrefix(here, h+string(filepath.Separator)) {
+		return
+	}
+	fmt.Fprintf(b.opts.Progress, "hermes-sandbox: local session %q belongs to %s (it was created there) and keeps its own directory; "+
+		"this command does not run in %s. Use --cwd . to move the session here, or --session NAME for a session of this directory.\n",
+		name, h, here)
 }
 
 // Sessions lists the sessions with saved state.
@@ -218,4 +277,5 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 var (
 	_ sandbox.Backend        = (*Backend)(nil)
 	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Workspace      = (*Backend)(nil)
 )

@@ -29,8 +29,8 @@ func TestConformance(t *testing.T) {
 		NewBackend: func(t testing.TB) sandbox.Backend {
 			cfg := config.NewConfig()
 			cfg.Terminal.Cwd = work
-			b, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: state,
-				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "SECRET_TOKEN=nope"}})
+			b, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state,
+				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "SECRET_TOKEN=nope"}}))
 			if err != nil {
 				t.Fatal(err)
 			}
