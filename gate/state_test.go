@@ -306,3 +306,14 @@ func (m *memSink) Append(ctx context.Context, r audit.Record) error {
 	m.recs = append(m.recs, r)
 	return nil
 }
+
+func (m *memSink) Intent(ctx context.Context, r audit.Record) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs = append(m.recs, r)
+	return int64(len(m.recs)), nil
+}
+
+func (m *memSink) Result(ctx context.Context, intent int64, r audit.Record) error {
+	return m.Append(ctx, r)
+}

@@ -78,7 +78,7 @@ type RefusedError struct {
 	Tool    string
 	Command string
 	// Reason is one of: hardline, denied, no-approver, timeout, tool-disabled, call-limit,
-	// store.
+	// store, audit-failed.
 	Reason   string
 	Verdict  policy.Verdict
 	Findings []policy.Finding
@@ -105,6 +105,8 @@ func (e *RefusedError) Error() string {
 		msg += ": the session used up its tool calls (loop.max_tool_calls)"
 	case "store":
 		msg += ": the gate's session store cannot be used"
+	case "audit-failed":
+		msg += ": its intent could not be recorded in the audit log, so it did not run"
 	default:
 		msg += ": " + e.Reason
 	}

@@ -193,6 +193,8 @@ func (a *analyzer) self(c *call) {
 			}
 		case strings.HasPrefix(s, "--approval") || strings.HasPrefix(s, "--yolo") || strings.HasPrefix(s, "--dangerously"):
 			a.add(ruleGateConfigChange)
+		case s == "--sandbox":
+			i++ // its value is not the subcommand
 		case strings.HasPrefix(s, "-"):
 		default:
 			goto sub
@@ -240,6 +242,12 @@ sub:
 				key == "docker.read_only_rootfs" || key == "docker.security_opt" || key == "docker.user" || key == "docker" || key == "terminal":
 				a.add(ruleGateConfigOther)
 			}
+		}
+	case "audit":
+		// A new sealed log (its key printed to whoever ran it) would replace the
+		// operator's: only a person starts or rotates the audit log.
+		if len(rest) > 0 && rest[0].s == "init" {
+			a.add(ruleGateConfigChange)
 		}
 	case "allow", "approve", "allowlist", "approvals", "trust":
 		if len(rest) > 0 {
