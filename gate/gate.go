@@ -214,9 +214,9 @@ type call struct {
 	switches   []toolSwitch
 	// code says tools.code_execution applies when the analysis finds an interpreter, and
 	// tools.file_write when it finds a file written.
-	code  bool
-	start time.Time
-	rec   audit.Record
+	code     bool
+	start    time.Time
+	rec      audit.Record
 	intent   int64  // seq of the intent record, once written
 	admitted bool   // the call went on to the backend
 	warning  string // why the call runs unrecorded (audit.on_failure warn)

@@ -114,7 +114,7 @@ func TestShellIsAGatedDoor(t *testing.T) {
 	rs := auditRecords(t, e)
 	var lines []string
 	for _, r := range rs {
-		if r.Tool == "shell_line" {
+		if r.Tool == "shell_line" && r.Type == audit.TypeIntent {
 			lines = append(lines, r.Verdict+":"+r.Decision)
 		}
 	}
