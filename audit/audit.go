@@ -116,6 +116,10 @@ type Record struct {
 	Decision string    `json:"decision"`           // "allowed", "approved_once", "denied", "refused", ...
 	Approver string    `json:"approver,omitempty"` // "policy", "user", "allowlist", "mode:off", ...
 	Reason   string    `json:"reason,omitempty"`
+	// Client and Transport say who made the call: an MCP client's name and "stdio" or
+	// "http", or "cli".
+	Client    string `json:"client,omitempty"`
+	Transport string `json:"transport,omitempty"`
 
 	ExitCode    *int    `json:"exit_code,omitempty"`
 	DurationMS  float64 `json:"duration_ms"`

@@ -35,6 +35,7 @@ type Config struct {
 	Loop        LoopConfig        `yaml:"loop"`
 	Audit       AuditConfig       `yaml:"audit"`
 	MCP         MCPConfig         `yaml:"mcp"`
+	Local       LocalConfig       `yaml:"local"`
 
 	path        string
 	secretsPath string
@@ -259,7 +260,8 @@ func NewConfig() *Config {
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 			OnFailure:      AuditRefuse,
 		},
-		MCP: MCPConfig{Listen: "127.0.0.1:8765"},
+		MCP:   MCPConfig{Listen: "127.0.0.1:8765"},
+		Local: LocalConfig{Confine: ConfineAuto},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -52,6 +53,43 @@ func BenchmarkGate(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := s.Exec(ctx, sandbox.Command{Script: "git status --short && ls -la src/"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGateLocalSession is the gate's cost on a real local session, where it asks the
+// helper for the session's state before classifying (raw = the same session ungated).
+func BenchmarkGateLocalSession(b *testing.B) {
+	dir := b.TempDir()
+	cfg := config.NewConfig()
+	cfg.Terminal.Cwd = dir
+	for _, gated := range []bool{false, true} {
+		name := "raw"
+		if gated {
+			name = "gated"
+		}
+		b.Run(name, func(b *testing.B) {
+			lb, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(dir, "state-"+name),
+				Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			be := lb
+			if gated {
+				be = gate.Wrap(lb, gate.Options{Mode: config.ApprovalDeny, Tools: cfg.Tools})
+			}
+			s, err := be.Open(context.Background(), "b")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Exec(ctx, sandbox.Command{Script: "true"}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"mvdan.cc/sh/v3/syntax"
-
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/policy"
@@ -26,8 +24,9 @@ type Options struct {
 	Timeout time.Duration
 	// Allowlist holds finding descriptions that need no approval (approvals.command_allowlist).
 	Allowlist []string
-	// SaveAlways persists an "always" answer (adds the description to command_allowlist).
-	SaveAlways func(description string) error
+	// SaveAlways persists an "always" answer: it adds every description to
+	// approvals.command_allowlist as it is now (read under a lock, not from a snapshot).
+	SaveAlways func(descriptions []string) error
 	Tools      config.ToolsConfig
 	// MaxToolCalls caps the calls in one session (loop.max_tool_calls); 0 = unlimited.
 	MaxToolCalls int
@@ -70,7 +69,8 @@ func (b *Backend) Capabilities() sandbox.Capabilities { return b.inner.Capabilit
 // Close closes the inner backend.
 func (b *Backend) Close() error { return b.inner.Close() }
 
-// Open opens a gated session.
+// Open opens a gated session. A session store that cannot be read does not stop the open,
+// but every call on the session is then refused with the file to repair.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
 	s, err := b.inner.Open(ctx, name)
 	if err != nil {
@@ -78,11 +78,9 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	gs := &Session{b: b, inner: s, approved: map[string]bool{}}
 	if b.opts.Store != nil {
-		st := b.opts.Store.load(b.inner.Name(), name)
-		gs.calls = st.Calls
-		for _, d := range st.Approved {
-			gs.approved[d] = true
-		}
+		st, err := b.opts.Store.load(b.inner.Name(), name)
+		gs.storeErr = err
+		gs.absorb(st)
 	}
 	return gs, nil
 }
@@ -117,17 +115,36 @@ func (b *Backend) Warnings() []string {
 	return nil
 }
 
+// Redact hides known secrets in text (Options.RedactOutput), for output that leaves by
+// another way than a result: progress messages, for one.
+func (b *Backend) Redact(text string) string {
+	if b.opts.RedactOutput == nil {
+		return text
+	}
+	return b.opts.RedactOutput(text)
+}
+
+// Confinement passes through the inner backend's kernel confinement, if it has one.
+func (b *Backend) Confinement() (bool, string) {
+	if c, ok := b.inner.(Confiner); ok {
+		return c.Confinement()
+	}
+	return false, ""
+}
+
 func (b *Backend) allowlisted(desc string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Contains(b.allow, desc)
 }
 
-func (b *Backend) addAllow(desc string) {
+func (b *Backend) addAllow(descs []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !slices.Contains(b.allow, desc) {
-		b.allow = append(b.allow, desc)
+	for _, d := range descs {
+		if !slices.Contains(b.allow, d) {
+			b.allow = append(b.allow, d)
+		}
 	}
 }
 
@@ -139,6 +156,30 @@ type Session struct {
 	mu       sync.Mutex
 	calls    int
 	approved map[string]bool // finding descriptions approved for this session
+	storeErr error           // the store could not be read or written: refuse everything
+	basePath string          // the session's PATH when first seen
+	workDir  string          // the session's directory when first seen
+}
+
+// absorb takes the stored record's count and approvals.
+func (s *Session) absorb(st storedSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = st.Calls
+	for _, d := range st.Approved {
+		s.approved[d] = true
+	}
+	if st.BasePath != "" || st.WorkDir != "" {
+		s.basePath, s.workDir = st.BasePath, st.WorkDir
+	}
+}
+
+func (s *Session) setStoreErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.storeErr == nil {
+		s.storeErr = err
+	}
 }
 
 // Name returns the session name.
@@ -163,7 +204,17 @@ type call struct {
 	label    string // human name for errors
 	command  string // what is shown, classified and recorded
 	classify string // shell text to classify ("" = command)
-	switches []toolSwitch
+	plain    bool   // classify without the session's state (job management)
+	dir      string // the command's own Dir
+	env      map[string]string
+	// script, when set, is file content written with an executable name or mode: it is
+	// classified as the program it would be.
+	script     []byte
+	scriptName string
+	switches   []toolSwitch
+	// code says tools.code_execution applies when the analysis finds an interpreter, and
+	// tools.file_write when it finds a file written.
+	code     bool
 	start    time.Time
 	rec      audit.Record
 	intent   int64  // seq of the intent record, once written
@@ -174,6 +225,39 @@ type call struct {
 type toolSwitch struct {
 	on   bool
 	name string
+}
+
+// analyze classifies a call in the session's state, and its script content if it has one.
+func (s *Session) analyze(ctx context.Context, c *call) policy.Analysis {
+	text := c.classify
+	if text == "" {
+		text = c.command
+	}
+	cl := s.b.opts.Classifier
+	if c.plain {
+		return cl.Classify(text)
+	}
+	sc := s.sessionContext(ctx, c.dir, c.env)
+	a := cl.ClassifyIn(sc, text)
+	if c.script != nil {
+		a = merge(a, cl.ClassifyScript(sc, c.scriptName, c.script))
+	}
+	return a
+}
+
+// merge joins two analyses of one call: the strongest verdict wins, findings are kept once.
+func merge(a, b policy.Analysis) policy.Analysis {
+	for _, f := range b.Findings {
+		if !slices.ContainsFunc(a.Findings, func(g policy.Finding) bool { return g.Rule == f.Rule }) {
+			a.Findings = append(a.Findings, f)
+		}
+	}
+	if b.Verdict.AtLeast(a.Verdict) {
+		a.Verdict = b.Verdict
+	}
+	a.Notes = append(a.Notes, b.Notes...)
+	a.Runs = append(a.Runs, b.Runs...)
+	return a
 }
 
 // admit decides on the call and, when it may go, records its intent before the backend is
@@ -207,9 +291,20 @@ func (s *Session) admit(ctx context.Context, c *call) error {
 func (s *Session) decide(ctx context.Context, c *call) error {
 	c.start = time.Now()
 	c.rec = audit.Record{Session: s.inner.Name(), Backend: s.b.inner.Name(), Tool: c.tool, Command: c.command,
-		Verdict: string(policy.VerdictSafe), Decision: audit.DecisionAllowed, Approver: "policy"}
+		Decision: audit.DecisionAllowed, Approver: "policy"}
+	if cl := callerFrom(ctx); cl != nil {
+		c.rec.Client, c.rec.Transport = cl.Client, cl.Transport
+	}
+	a := s.analyze(ctx, c)
+	c.rec.Verdict = string(a.Verdict)
+	for _, f := range a.Findings {
+		c.rec.Findings = append(c.rec.Findings, audit.Finding{Rule: f.Rule, Description: f.Description})
+	}
 	refuse := func(e *RefusedError) error {
 		e.Tool, e.Command = c.label, c.command
+		if e.Notes == nil {
+			e.Notes = a.Notes
+		}
 		c.rec.Decision, c.rec.Reason, c.rec.Error = audit.DecisionRefused, e.Reason, e.Error()
 		if e.Reason == "denied" || e.Reason == "timeout" || e.Reason == "no-approver" {
 			c.rec.Decision = audit.DecisionDenied
@@ -218,23 +313,25 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 		return e
 	}
 	if err := s.count(); err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) || !errors.Is(err, errCallLimit) {
+			return refuse(&RefusedError{Reason: "store", Hint: err.Error()})
+		}
 		return refuse(&RefusedError{Reason: "call-limit",
 			Hint: fmt.Sprintf("the limit is %d; start a new session or raise loop.max_tool_calls", s.b.opts.MaxToolCalls)})
 	}
-	for _, sw := range c.switches {
+	switches := c.switches
+	if c.code && slices.ContainsFunc(a.Runs, policy.IsInterpreter) {
+		switches = append(slices.Clip(switches), toolSwitch{s.b.opts.Tools.CodeExecution, "code_execution"})
+	}
+	if c.code && len(a.Writes) > 0 {
+		switches = append(slices.Clip(switches), toolSwitch{s.b.opts.Tools.FileWrite, "file_write"})
+	}
+	for _, sw := range switches {
 		if !sw.on {
-			return refuse(&RefusedError{Reason: "tool-disabled",
-				Hint: fmt.Sprintf("an operator can enable it with `hermes-sandbox config set tools.%s true`", sw.name)})
+			return refuse(&RefusedError{Reason: "tool-disabled", Verdict: a.Verdict,
+				Hint: fmt.Sprintf("tools.%s is off; an operator can enable it with `hermes-sandbox config set tools.%s true`", sw.name, sw.name)})
 		}
-	}
-	text := c.classify
-	if text == "" {
-		text = c.command
-	}
-	a := s.b.opts.Classifier.Classify(text)
-	c.rec.Verdict = string(a.Verdict)
-	for _, f := range a.Findings {
-		c.rec.Findings = append(c.rec.Findings, audit.Finding{Rule: f.Rule, Description: f.Description})
 	}
 	switch a.Verdict {
 	case policy.VerdictSafe:
@@ -243,11 +340,12 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 		return refuse(&RefusedError{Reason: "hardline", Verdict: a.Verdict, Findings: a.Findings,
 			Hint: "hardline rules protect the host and this tool's own settings; run it yourself outside the agent if you really mean it"})
 	}
-	hint := allowHint(a.Findings)
-	if s.covered(a.Findings) && !compound(text) {
+	missing := s.uncovered(a.Findings)
+	if len(missing) == 0 {
 		c.rec.Decision, c.rec.Approver = audit.DecisionAllowed, "allowlist"
 		return nil
 	}
+	hint := allowHint(missing)
 	switch s.b.opts.Mode {
 	case config.ApprovalOff:
 		c.rec.Approver = "mode:off"
@@ -268,7 +366,7 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 		defer cancel()
 	}
 	d, err := ap.Approve(actx, Request{Backend: s.b.inner.Name(), Session: s.inner.Name(), Tool: c.label,
-		Command: c.command, Verdict: a.Verdict, Findings: a.Findings})
+		Command: c.command, Verdict: a.Verdict, Findings: a.Findings, Notes: a.Notes})
 	if err != nil || d == "" {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(actx.Err(), context.DeadlineExceeded) {
 			return refuse(&RefusedError{Reason: "timeout", Verdict: a.Verdict, Findings: a.Findings, Hint: hint})
@@ -281,15 +379,19 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 		c.rec.Decision = audit.DecisionApprovedOnce
 	case ApproveSession:
 		c.rec.Decision = audit.DecisionApprovedSession
-		s.approve(a.Findings)
+		if err := s.approve(a.Findings); err != nil {
+			s.b.opts.Logger.Warn("could not save session approvals", "err", err)
+		}
 	case ApproveAlways:
 		c.rec.Decision = audit.DecisionApprovedAlways
-		for _, f := range a.Findings {
-			s.b.addAllow(f.Description)
-			if s.b.opts.SaveAlways != nil {
-				if err := s.b.opts.SaveAlways(f.Description); err != nil {
-					s.b.opts.Logger.Warn("could not save the allowlist", "err", err)
-				}
+		descs := keys(a.Findings)
+		s.b.addAllow(descs)
+		if err := s.approve(a.Findings); err != nil {
+			s.b.opts.Logger.Warn("could not save session approvals", "err", err)
+		}
+		if s.b.opts.SaveAlways != nil {
+			if err := s.b.opts.SaveAlways(descs); err != nil {
+				s.b.opts.Logger.Warn("could not save the allowlist", "err", err)
 			}
 		}
 	default:
@@ -298,83 +400,117 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 	return nil
 }
 
-func allowHint(fs []policy.Finding) string {
-	var descs []string
+// keys returns the allowlist keys of findings that an allowlist may name.
+func keys(fs []policy.Finding) []string {
+	var out []string
 	for _, f := range fs {
+		if allowable(f) && !slices.Contains(out, f.Description) {
+			out = append(out, f.Description)
+		}
+	}
+	return out
+}
+
+// allowable reports whether an allowlist can cover a finding: not one that says the command
+// could not be read as a whole.
+func allowable(f policy.Finding) bool {
+	switch f.Rule {
+	case "unparseable", "too-complex", "internal-error":
+		return false
+	}
+	return f.Verdict != policy.VerdictHardline
+}
+
+// allowHint says how an operator can let the call through without a prompt, naming only the
+// entries that are missing and would help.
+func allowHint(missing []policy.Finding) string {
+	var descs []string
+	for _, f := range missing {
+		if !allowable(f) {
+			return "an allowlist cannot cover [" + f.Rule + "]: approve it at a terminal, rewrite the command, or set approvals.mode off"
+		}
 		descs = append(descs, fmt.Sprintf("%q", f.Description))
 	}
 	return "to allow it without asking, an operator can add " + strings.Join(descs, ", ") +
 		" to approvals.command_allowlist, or set approvals.mode off"
 }
 
-// count takes one call from the budget.
+var errCallLimit = errors.New("call limit")
+
+// count takes one call from the budget. With a cap, the count is kept in the store under its
+// lock, so concurrent processes on one session add up; a store that cannot be read or written
+// refuses the call rather than start again from zero.
 func (s *Session) count() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	limited := s.b.opts.MaxToolCalls > 0
-	s.calls++
-	if limited {
-		// Only a cap makes the count worth a write per call.
-		s.save()
+	serr := s.storeErr
+	s.mu.Unlock()
+	if serr != nil {
+		return serr
 	}
-	if limited && s.calls > s.b.opts.MaxToolCalls {
-		return errors.New("call limit")
+	limit := s.b.opts.MaxToolCalls
+	if limit <= 0 {
+		s.mu.Lock()
+		s.calls++
+		s.mu.Unlock()
+		return nil
+	}
+	calls := 0
+	if st := s.b.opts.Store; st != nil {
+		saved, err := st.update(s.b.inner.Name(), s.inner.Name(), func(r *storedSession) { r.Calls++ })
+		if err != nil {
+			s.setStoreErr(err)
+			return err
+		}
+		calls = saved.Calls
+		s.mu.Lock()
+		s.calls = calls
+		s.mu.Unlock()
+	} else {
+		s.mu.Lock()
+		s.calls++
+		calls = s.calls
+		s.mu.Unlock()
+	}
+	if calls > limit {
+		return errCallLimit
 	}
 	return nil
 }
 
-// covered reports whether every finding is allowlisted or approved for the session.
-func (s *Session) covered(fs []policy.Finding) bool {
+// uncovered returns the findings that neither the allowlist nor the session's approvals
+// cover. The rule is the same for every source and for simple and compound commands alike:
+// a command is covered when each finding it raises is, and none says it could not be read.
+func (s *Session) uncovered(fs []policy.Finding) []policy.Finding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var out []policy.Finding
 	for _, f := range fs {
-		if !s.approved[f.Description] && !s.b.allowlisted(f.Description) {
-			return false
+		if !allowable(f) || (!s.approved[f.Description] && !s.b.allowlisted(f.Description)) {
+			out = append(out, f)
 		}
 	}
-	return len(fs) > 0
+	return out
 }
 
-func (s *Session) approve(fs []policy.Finding) {
+// approve adds the findings to the session's approvals, in memory and in the store.
+func (s *Session) approve(fs []policy.Finding) error {
+	descs := keys(fs)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range fs {
-		s.approved[f.Description] = true
+	for _, d := range descs {
+		s.approved[d] = true
 	}
-	s.save()
-}
-
-// save persists approvals and the call count; s.mu is held.
-func (s *Session) save() {
+	s.mu.Unlock()
 	if s.b.opts.Store == nil {
-		return
+		return nil
 	}
-	st := storedSession{Calls: s.calls}
-	for d := range s.approved {
-		st.Approved = append(st.Approved, d)
-	}
-	slices.Sort(st.Approved)
-	if err := s.b.opts.Store.save(s.b.inner.Name(), s.inner.Name(), st); err != nil {
-		s.b.opts.Logger.Warn("could not save session approvals", "err", err)
-	}
-}
-
-// compound reports whether a shell text holds more than one simple command, so an allowlist
-// shortcut for one part cannot carry another along.
-func compound(text string) bool {
-	f, err := syntax.NewParser().Parse(strings.NewReader(text), "")
-	if err != nil {
-		return true
-	}
-	n := 0
-	syntax.Walk(f, func(node syntax.Node) bool {
-		switch node.(type) {
-		case *syntax.CallExpr, *syntax.BinaryCmd, *syntax.Subshell, *syntax.Block, *syntax.CmdSubst, *syntax.ProcSubst:
-			n++
-		}
-		return n < 2
+	saved, err := s.b.opts.Store.update(s.b.inner.Name(), s.inner.Name(), func(r *storedSession) {
+		r.Approved = append(r.Approved, descs...)
 	})
-	return n > 1
+	if err != nil {
+		return err
+	}
+	s.absorb(saved)
+	return nil
 }
 
 // record writes the result record of a finished call (linked to its intent), or the one

@@ -62,7 +62,7 @@ func newEnv(t *testing.T, mutate func(*gate.Options)) *env {
 		t.Fatal(err)
 	}
 	opts := gate.Options{Mode: config.ApprovalManual, Tools: cfg.Tools, Audit: e.log,
-		SaveAlways: func(d string) error { e.saved = append(e.saved, d); return nil }}
+		SaveAlways: func(d []string) error { e.saved = append(e.saved, d...); return nil }}
 	if mutate != nil {
 		mutate(&opts)
 	}
@@ -201,7 +201,7 @@ func TestApprovalDecisions(t *testing.T) {
 			t.Errorf("asked %d times; want 1", len(ap.asked))
 		}
 	})
-	t.Run("always persists and compound commands still ask", func(t *testing.T) {
+	t.Run("always persists and covers compound commands with no new finding", func(t *testing.T) {
 		e := newEnv(t, nil)
 		ap := &fakeApprover{decision: gate.ApproveAlways}
 		s := e.session(t)
@@ -215,9 +215,16 @@ func TestApprovalDecisions(t *testing.T) {
 		if _, err := s.Exec(ctx, sandbox.Command{Script: "git reset --hard 2>/dev/null"}); err != nil {
 			t.Errorf("allowlisted command refused: %v", err)
 		}
-		// A compound command never rides on the allowlist.
-		_, err := s.Exec(ctx, sandbox.Command{Script: "git reset --hard 2>/dev/null; echo more"})
-		refusal(t, err, "no-approver")
+		// A compound command whose findings are all covered is covered too.
+		if _, err := s.Exec(ctx, sandbox.Command{Script: "git reset --hard 2>/dev/null; echo more"}); err != nil {
+			t.Errorf("compound command with only allowlisted findings refused: %v", err)
+		}
+		// One with a finding nobody allowed still asks, and the hint names only that one.
+		_, err := s.Exec(ctx, sandbox.Command{Script: "git reset --hard 2>/dev/null; git clean -fdx"})
+		re := refusal(t, err, "no-approver")
+		if re != nil && (strings.Contains(re.Hint, "git reset") || !strings.Contains(re.Hint, "git clean")) {
+			t.Errorf("hint = %q; want only the uncovered git clean finding", re.Hint)
+		}
 	})
 }
 

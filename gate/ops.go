@@ -3,7 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -11,32 +10,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
-
-// interpreters are programs whose use counts as code execution (tools.code_execution).
-var interpreters = map[string]bool{"python": true, "python2": true, "python3": true, "node": true,
-	"nodejs": true, "deno": true, "bun": true, "ruby": true, "perl": true, "php": true, "lua": true,
-	"Rscript": true, "julia": true, "pwsh": true, "irb": true, "ipython": true}
-
-// usesInterpreter reports whether a script runs an interpreter: then tools.code_execution
-// applies as well as tools.shell_execute.
-func usesInterpreter(script string) bool {
-	f, err := syntax.NewParser().Parse(strings.NewReader(script), "")
-	if err != nil {
-		return false
-	}
-	found := false
-	syntax.Walk(f, func(n syntax.Node) bool {
-		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
-			name := path.Base(ce.Args[0].Lit())
-			if base, _, ok := strings.Cut(name, "3."); ok && base == "python" {
-				name = "python3"
-			}
-			found = found || interpreters[name]
-		}
-		return !found
-	})
-	return found
-}
 
 // commandText is the shell text of a command, for classification and the audit log.
 func commandText(cmd sandbox.Command) string {
@@ -54,19 +27,17 @@ func commandText(cmd sandbox.Command) string {
 	return strings.Join(parts, " ")
 }
 
-func (s *Session) execSwitches(text string) []toolSwitch {
-	t := s.b.opts.Tools
-	sw := []toolSwitch{{t.ShellExecute, "shell_execute"}}
-	if usesInterpreter(text) {
-		sw = append(sw, toolSwitch{t.CodeExecution, "code_execution"})
-	}
-	return sw
+// commandCall is the gate's view of a command: classified where it starts (its Dir, else the
+// session's directory) with its own variables; tools.code_execution applies when the analysis
+// finds an interpreter anywhere in it, wrappers looked through.
+func (s *Session) commandCall(tool, label string, cmd sandbox.Command) *call {
+	return &call{tool: tool, label: label, command: commandText(cmd), dir: cmd.Dir, env: cmd.Env,
+		switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}, code: true}
 }
 
 // Exec classifies, approves, runs and records a command.
 func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
-	text := commandText(cmd)
-	c := &call{tool: audit.ToolExec, label: "command", command: text, switches: s.execSwitches(text)}
+	c := s.commandCall(audit.ToolExec, "command", cmd)
 	if err := s.admit(ctx, c); err != nil {
 		return nil, err
 	}
@@ -100,8 +71,7 @@ func (s *Session) StartJob(ctx context.Context, cmd sandbox.Command) (sandbox.Jo
 	if err != nil {
 		return sandbox.JobStatus{}, err
 	}
-	text := commandText(cmd)
-	c := &call{tool: audit.ToolJobStart, label: "background command", command: text, switches: s.execSwitches(text)}
+	c := s.commandCall(audit.ToolJobStart, "background command", cmd)
 	if err := s.admit(ctx, c); err != nil {
 		return sandbox.JobStatus{}, err
 	}
@@ -117,7 +87,7 @@ func (s *Session) jobCall(ctx context.Context, op, id string, fn func(sandbox.Jo
 		return err
 	}
 	c := &call{tool: "job_" + op, label: "job " + op, command: strings.TrimSpace("job " + op + " " + id),
-		classify: ":", switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}}
+		classify: ":", plain: true, switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}}
 	if err := s.admit(ctx, c); err != nil {
 		return err
 	}
@@ -180,11 +150,16 @@ func (s *Session) ReadFile(ctx context.Context, p string, offset, limit int64) (
 	b, err := fs.ReadFile(ctx, p, offset, limit)
 	c.rec.StdoutBytes = int64(len(b))
 	s.record(ctx, c, nil, err)
+	if s.b.opts.RedactOutput != nil && len(b) > 0 {
+		b = []byte(s.b.opts.RedactOutput(string(b)))
+	}
 	return b, err
 }
 
-// WriteFile is gated like `cat > PATH`, so writes to rc files, /etc or this tool's own
-// settings are caught.
+// WriteFile is gated like `cat > PATH` in the session's directory, so writes to rc files,
+// /etc or this tool's own settings are caught. Content written with an executable name or
+// mode (or a #! line) is classified as the program it will be, so a hardline script is
+// refused when written, and again when run.
 func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uint32) error {
 	fs, err := s.files()
 	if err != nil {
@@ -193,6 +168,9 @@ func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uin
 	c := &call{tool: audit.ToolWriteFile, label: "write_file", command: fmt.Sprintf("write %s (%d bytes)", p, len(data)),
 		classify: "cat > " + quote(p),
 		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}, {s.b.opts.Tools.FileWrite, "file_write"}}}
+	if executableName(p, mode, data) {
+		c.script, c.scriptName = data, p
+	}
 	if err := s.admit(ctx, c); err != nil {
 		return err
 	}
@@ -215,23 +193,6 @@ func (s *Session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, er
 	out, err := fs.ListDir(ctx, p)
 	s.record(ctx, c, nil, err)
 	return out, err
-}
-
-// Shell gates an interactive shell: it counts as a shell call and is recorded; what is typed
-// inside is the person's own doing.
-func (s *Session) Shell(ctx context.Context, opts sandbox.TerminalOptions) (int, error) {
-	t, ok := s.inner.(sandbox.Terminal)
-	if !ok {
-		return 0, fmt.Errorf("%s: interactive shell: %w", s.b.inner.Name(), sandbox.ErrUnsupported)
-	}
-	c := &call{tool: "shell", label: "interactive shell", command: "(interactive shell)", classify: ":",
-		switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}}
-	if err := s.admit(ctx, c); err != nil {
-		return 0, err
-	}
-	code, err := t.Shell(ctx, opts)
-	s.record(ctx, c, &sandbox.Result{ExitCode: code}, err)
-	return code, err
 }
 
 var (

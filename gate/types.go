@@ -31,6 +31,8 @@ type Request struct {
 	Command  string
 	Verdict  policy.Verdict
 	Findings []policy.Finding
+	// Notes say more about the findings (which file could not be read, a parse error).
+	Notes []string
 }
 
 // Approver asks a person. It must honour ctx (approvals.timeout is applied through it) and
@@ -52,15 +54,36 @@ func approverFrom(ctx context.Context) Approver {
 	return a
 }
 
+// Caller says who makes the calls on a context: the MCP client's name and the transport
+// (stdio, http), or the CLI. The gate puts it in every audit record.
+type Caller struct {
+	Client    string
+	Transport string
+}
+
+type callerKey struct{}
+
+// WithCaller attaches the caller to calls made with ctx.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, &c)
+}
+
+func callerFrom(ctx context.Context) *Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	return c
+}
+
 // RefusedError says the gate did not let a call through. It matches sandbox.ErrDenied.
 type RefusedError struct {
 	Tool    string
 	Command string
 	// Reason is one of: hardline, denied, no-approver, timeout, tool-disabled, call-limit,
-	// audit-failed.
+	// store, audit-failed.
 	Reason   string
 	Verdict  policy.Verdict
 	Findings []policy.Finding
+	// Notes say more about the findings (which file could not be read, and why).
+	Notes []string
 	// Hint says how an operator can allow it, if that is possible at all.
 	Hint string
 }
@@ -80,6 +103,8 @@ func (e *RefusedError) Error() string {
 		msg += ": this tool is switched off"
 	case "call-limit":
 		msg += ": the session used up its tool calls (loop.max_tool_calls)"
+	case "store":
+		msg += ": the gate's session store cannot be used"
 	case "audit-failed":
 		msg += ": its intent could not be recorded in the audit log, so it did not run"
 	default:
@@ -87,6 +112,9 @@ func (e *RefusedError) Error() string {
 	}
 	for _, f := range e.Findings {
 		msg += fmt.Sprintf("; [%s] %s", f.Rule, f.Description)
+	}
+	for _, n := range e.Notes {
+		msg += "; " + n
 	}
 	if e.Hint != "" {
 		msg += " (" + e.Hint + ")"
@@ -103,4 +131,11 @@ func (e *RefusedError) ExitCode() int { return sandbox.ExitNotExec }
 // Budget is implemented by gated sessions: how many tool calls remain (-1 = unlimited).
 type Budget interface {
 	RemainingCalls() int
+}
+
+// Confiner is implemented by backends that confine commands in the kernel as well (local,
+// with Landlock): enforced says whether the kernel does, detail how or why not. A gated
+// backend passes it through; detail is "" when the backend has no such confinement.
+type Confiner interface {
+	Confinement() (enforced bool, detail string)
 }

@@ -77,6 +77,10 @@ type analyzer struct {
 
 	files map[string]desc // data written to files earlier in the command
 
+	sess  *session // set by ClassifyIn: the session the command runs in
+	ran   []string // the programs the command runs, after wrappers
+	wrote []string // the files the command writes (devices left out)
+
 	newRemotes map[string]bool // git remotes added or re-pointed earlier in the command
 	piping     int             // inside a pipeline stage whose output feeds the next
 
@@ -119,7 +123,8 @@ func (a *analyzer) result(command string) Analysis {
 		info := ruleTable[r]
 		f := Finding{Rule: info.ID, Description: info.Description, Verdict: info.Verdict}
 		if r == ruleUnparseable && a.parseErr != "" {
-			f.Description += ": " + a.parseErr
+			// The description stays a stable allowlist key; the parser's words are a note.
+			res.Notes = append(res.Notes, "parse error: "+a.parseErr)
 		}
 		res.Findings = append(res.Findings, f)
 		if info.Verdict.rank() > res.Verdict.rank() {

@@ -62,6 +62,8 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		name = g
 	}
 	a.lastCmd, a.lastArgc = name, len(argv)-1
+	a.noteRun(name)
+	a.wantExec(raw, f0)
 	if strings.ContainsRune(raw, '/') && a.files != nil {
 		if d, ok := a.files[a.target(f0).p]; ok {
 			if d.t&tRemote != 0 {
@@ -144,6 +146,8 @@ func normName(s string) string {
 		}
 	}
 	switch {
+	case b == "ipython" || b == "ipython3":
+		return "python"
 	case strings.HasPrefix(b, "mkfs.") || b == "mke2fs" || b == "mkswap" || b == "mkdosfs" || b == "mkntfs" || b == "newfs" || strings.HasPrefix(b, "newfs_"):
 		return "mkfs"
 	case b == "gawk" || b == "mawk" || b == "nawk" || b == "busybox-awk":

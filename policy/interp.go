@@ -230,6 +230,7 @@ func (a *analyzer) interpreter(c *call) {
 			if frameworkDBDestroy(path.Base(f.s), r.files) {
 				a.add(ruleDatabase)
 			}
+			a.want(a.target(f), lang)
 			if d, ok := a.files[a.target(f).p]; ok {
 				if d.t&tRemote != 0 {
 					a.add(ruleDownloadExec)

@@ -56,7 +56,7 @@ func isTemp(p string) bool {
 // inside reports whether t is in the working tree or in a temp directory.
 func (a *analyzer) inside(t target) bool {
 	if t.cwdUnknown {
-		return true
+		return a.sess == nil // a session-aware analysis never takes an unknown place to be inside
 	}
 	if t.rel {
 		return t.p != ".." && !strings.HasPrefix(t.p, "../")
@@ -76,7 +76,7 @@ func (a *analyzer) insidePrefix(prefix string) bool {
 		if a.cwd != "" && !a.cwdDyn {
 			return a.insidePrefix(a.cwd + "/" + prefix)
 		}
-		return true
+		return a.sess == nil
 	}
 	if a.c.workDir != "" && strings.HasPrefix(prefix, a.c.workDir+"/") && len(prefix) > len(a.c.workDir)+1 {
 		return true

@@ -69,6 +69,15 @@ type Analysis struct {
 	Command  string    `json:"command"`
 	Verdict  Verdict   `json:"verdict"`
 	Findings []Finding `json:"findings"`
+	// Notes say more about some findings (a parse error, a file that could not be read);
+	// they are for people, not allowlist keys.
+	Notes []string `json:"notes,omitempty"`
+	// Runs lists the programs the command runs, wrappers (env, sudo, sh -c, xargs,
+	// find -exec…) looked through; set by ClassifyIn.
+	Runs []string `json:"-"`
+	// Writes lists the files the command writes (devices left out; an unresolved name is
+	// kept with its unknown parts); set by ClassifyIn, for tools.file_write.
+	Writes []string `json:"-"`
 }
 
 // Options configure a [Classifier].

@@ -16,6 +16,7 @@ const (
 
 // writeTarget judges a write to f; content is what gets written.
 func (a *analyzer) writeTarget(f field, how writeKind, content desc) {
+	a.noteWrite(f)
 	if f.s == "" || f.proc != nil {
 		return
 	}

@@ -119,6 +119,7 @@ func (a *analyzer) runFile(f field, in desc) {
 		return
 	}
 	t := a.target(f)
+	a.want(t, "sh")
 	if d, ok := a.files[t.p]; ok {
 		if d.t&tRemote != 0 {
 			a.add(ruleDownloadExec)

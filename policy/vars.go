@@ -88,6 +88,7 @@ func (a *analyzer) readFile(f field) desc {
 		return *f.proc
 	}
 	t := a.target(f)
+	a.want(t, "data")
 	if d, ok := a.files[t.p]; ok {
 		return d
 	}

@@ -23,7 +23,7 @@ type (
 // Backends returns a registry of every backend built into this binary.
 func Backends() *sandbox.Registry[*config.Config] {
 	r := sandbox.NewRegistry[*config.Config]()
-	r.Register(local.Name, func(_ cfg, o opts) (sandbox.Backend, error) { return local.New(o) })
+	r.Register(local.Name, func(c cfg, o opts) (sandbox.Backend, error) { return local.NewWith(local.SectionOf(c), o) })
 	r.Register(docker.Name, func(c cfg, o opts) (sandbox.Backend, error) { return docker.New(c.Docker, o) })
 	r.Register(ssh.Name, func(c cfg, o opts) (sandbox.Backend, error) { return ssh.New(c.SSH, o) })
 	r.Register(singularity.Name, func(c cfg, o opts) (sandbox.Backend, error) { return singularity.New(c.Singularity, o) })

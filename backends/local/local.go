@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -28,11 +29,39 @@ type Backend struct {
 	shell    string
 	cwd      string
 	env      []string
+	confine  *agent.Confinement // nil: local.confine is off
+	status   string             // what doctor and sandbox_info say about confinement
+	enforced bool
 }
 
-// New builds the local backend. It has no config section of its own: the terminal settings
-// (shell, cwd, env_passthrough) in opts are all it uses.
+// Section is the local backend's own configuration: local.confine, and the directories of
+// this tool's files that commands may not change besides the state directory (which always
+// is): the config file's, the secrets file's and the audit log's. "~" is the caller's HOME.
+type Section struct {
+	Confine config.Confine
+	Protect []string
+}
+
+// SectionOf picks the local backend's section out of the whole configuration.
+func SectionOf(c *config.Config) Section {
+	s := Section{Confine: c.Local.Confine}
+	for _, p := range []string{c.Path(), c.SecretsPath(), c.Audit.LogDestination} {
+		if p != "" {
+			s.Protect = append(s.Protect, filepath.Dir(p))
+		}
+	}
+	return s
+}
+
+// New builds the local backend with the default confinement (auto; only the state
+// directory is known to protect). The terminal settings (shell, cwd, env_passthrough) in
+// opts are all else it uses.
 func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	return NewWith(Section{Confine: config.ConfineAuto}, opts)
+}
+
+// NewWith builds the local backend with its section.
+func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
 	}
@@ -43,13 +72,69 @@ func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	return &Backend{
+	b := &Backend{
 		opts:     opts,
 		stateDir: filepath.Join(opts.StateDir, "local"),
 		shell:    opts.Shell,
 		cwd:      cwd,
 		env:      sandbox.FilterEnv(opts.Environ, opts.EnvPassthrough),
-	}, nil
+	}
+	if err := b.setConfinement(sec); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// setConfinement decides local.confine: the tool's config directory, its state directory
+// and the audit log's directory become read-only to every command (and with strict, commands
+// write only under the working directory and the temporary directories).
+func (b *Backend) setConfinement(sec Section) error {
+	mode := sec.Confine
+	if mode == "" {
+		mode = config.ConfineAuto
+	}
+	if mode == config.ConfineOff {
+		b.status = "off (local.confine: off): only the gate's path checks keep commands away from this tool's files"
+		return nil
+	}
+	home, _ := b.opts.Getenv("HOME")
+	c := &agent.Confinement{Protect: []string{b.opts.StateDir}, Strict: mode == config.ConfineStrict,
+		Required: mode == config.ConfineStrict}
+	for _, p := range sec.Protect {
+		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+			p = filepath.Join(home, p[1:])
+		}
+		if filepath.IsAbs(p) {
+			c.Protect = append(c.Protect, p)
+		}
+	}
+	if c.Strict {
+		c.Writable = []string{b.cwd, "/tmp", "/dev/shm"}
+	}
+	abi, err := agent.LandlockABI()
+	switch {
+	case err != nil && c.Strict:
+		return fmt.Errorf("local: local.confine is strict, but %v; use local.confine auto or off on this machine: %w", err, sandbox.ErrUnavailable)
+	case err != nil:
+		b.status = "not kernel-enforced (" + err.Error() + "); only the gate's path checks keep commands away from this tool's files"
+	case c.Strict:
+		b.status, b.enforced = fmt.Sprintf("kernel-enforced (Landlock ABI %d): commands write only under %s and the temporary directories", abi, b.cwd), true
+	default:
+		b.status, b.enforced = fmt.Sprintf("kernel-enforced (Landlock ABI %d): this tool's config and state are read-only to commands", abi), true
+	}
+	b.confine = c
+	return nil
+}
+
+// Confinement says whether commands are confined by the kernel, and how.
+func (b *Backend) Confinement() (enforced bool, detail string) { return b.enforced, b.status }
+
+// Warnings says when commands are not kernel-confined.
+func (b *Backend) Warnings() []string {
+	if b.enforced {
+		return nil
+	}
+	return []string{"local: commands are " + b.status}
 }
 
 // WorkDir is the directory sessions start in (terminal.cwd, else the current directory):
@@ -80,7 +165,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
-		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd})
+		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine})
 		if err != nil {
 			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
 		}

@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
@@ -10,13 +12,25 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	state := t.TempDir()
+	// The tool's state lives apart from the working directory, as it does for a real user: the
+	// helper makes it read-only to commands where the kernel can.
+	// It is kept out of /tmp, where the suite writes its scratch files: the directories on the
+	// way to a protected tree accept no new entries from confined commands.
+	root, err := os.MkdirTemp("/var/tmp", "hermes-local-conf-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	state, work := filepath.Join(root, "state"), filepath.Join(root, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend {
 			cfg := config.NewConfig()
-			cfg.Terminal.Cwd = state
+			cfg.Terminal.Cwd = work
 			b, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state,
-				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state, "SECRET_TOKEN=nope"}}))
+				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "SECRET_TOKEN=nope"}}))
 			if err != nil {
 				t.Fatal(err)
 			}

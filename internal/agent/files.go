@@ -129,6 +129,10 @@ func (s *Server) startWrite(id uint32, req CallRequest) {
 	if mode == 0 {
 		mode = 0o644
 	}
+	if err := s.checkWrite(target); err != nil {
+		s.sendErrFrom(id, err)
+		return
+	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		s.sendErrFrom(id, err)
 		return

@@ -108,9 +108,12 @@ func (s *Server) jobStart(req CallRequest) (*JobInfo, error) {
 		return nil, err
 	}
 	defer devnull.Close()
-	proc, err := os.StartProcess(s.shell, []string{s.shell, "-c", supervisor, "hermes-job"}, &os.ProcAttr{
-		Dir: p.cwd, Env: env, Files: []*os.File{devnull, devnull, devnull},
-		Sys: &syscall.SysProcAttr{Setsid: true},
+	var proc *os.Process
+	s.startProcess(func() {
+		proc, err = os.StartProcess(s.shell, []string{s.shell, "-c", supervisor, "hermes-job"}, &os.ProcAttr{
+			Dir: p.cwd, Env: env, Files: []*os.File{devnull, devnull, devnull},
+			Sys: &syscall.SysProcAttr{Setsid: true},
+		})
 	})
 	if err != nil {
 		os.RemoveAll(dir)

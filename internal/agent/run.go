@@ -70,7 +70,7 @@ type prepared struct {
 
 func (s *Server) prepare(req RunRequest) (*prepared, error) {
 	// A command may have deleted the state directory (it lives in /tmp in containers).
-	if err := os.MkdirAll(s.opts.StateDir, 0o700); err != nil {
+	if err := os.MkdirAll(s.scratchDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	cwd, env := s.state.snapshot()
@@ -119,10 +119,10 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 		}
 		p.argv = append([]string{path}, stringsOf(req.Argv[1:])...)
 	default:
-		p.stateF = filepath.Join(s.opts.StateDir, "run-"+randomHex(8)+".state")
+		p.stateF = filepath.Join(s.scratchDir(), "run-"+randomHex(8)+".state")
 		p.env = append(p.env, "__HERMES_STATE="+p.stateF)
 		if len(req.Script) > largeScript {
-			p.scriptF = filepath.Join(s.opts.StateDir, "run-"+randomHex(8)+".sh")
+			p.scriptF = filepath.Join(s.scratchDir(), "run-"+randomHex(8)+".sh")
 			if err := os.WriteFile(p.scriptF, []byte(req.Script), 0o600); err != nil {
 				return nil, err
 			}
@@ -182,11 +182,14 @@ func (s *Server) startRun(id uint32, req RunRequest) {
 		s.sendErrFrom(id, err)
 		return
 	}
-	proc, err := os.StartProcess(p.argv[0], p.argv, &os.ProcAttr{
-		Dir:   p.cwd,
-		Env:   p.env,
-		Files: []*os.File{stdinR, outW, errW},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	var proc *os.Process
+	s.startProcess(func() {
+		proc, err = os.StartProcess(p.argv[0], p.argv, &os.ProcAttr{
+			Dir:   p.cwd,
+			Env:   p.env,
+			Files: []*os.File{stdinR, outW, errW},
+			Sys:   &syscall.SysProcAttr{Setpgid: true},
+		})
 	})
 	stdinR.Close()
 	outW.Close()

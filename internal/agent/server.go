@@ -25,6 +25,8 @@ type Options struct {
 	Env []string
 	// Cwd is where a fresh session starts (default: $HOME, else the helper's directory).
 	Cwd string
+	// Confine, if set, is enforced on every command the helper starts.
+	Confine *Confinement
 }
 
 // Server is the helper: it serves one client stream.
@@ -33,6 +35,9 @@ type Server struct {
 	shell string
 	out   *frameWriter
 	state *sessionState
+
+	conf       *confiner // nil: commands start unconfined
+	confStatus ConfinementStatus
 
 	mu     sync.Mutex
 	runs   map[uint32]*run
@@ -59,7 +64,41 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: opts, shell: shell, state: st, runs: map[uint32]*run{}, writes: map[uint32]*pendingWrite{}}, nil
+	srv := &Server{opts: opts, shell: shell, state: st, runs: map[uint32]*run{}, writes: map[uint32]*pendingWrite{},
+		confStatus: ConfinementStatus{Detail: "not confined"}}
+	if opts.Confine != nil {
+		for _, d := range []string{srv.scratchDir(), srv.jobsDir()} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return nil, err
+			}
+		}
+		cf, err := newConfiner(*opts.Confine, []string{srv.scratchDir(), srv.jobsDir()})
+		switch {
+		case err == nil:
+			srv.conf, srv.confStatus = cf, cf.status
+		case opts.Confine.Required:
+			return nil, fmt.Errorf("agent: confine commands: %w", err)
+		default:
+			srv.confStatus = ConfinementStatus{Detail: "not kernel-enforced (" + err.Error() + "); only the gate's path checks apply"}
+		}
+	}
+	return srv, nil
+}
+
+// Confinement says whether the commands this helper starts are confined by the kernel.
+func (s *Server) Confinement() ConfinementStatus { return s.confStatus }
+
+// scratchDir holds the files a command's shell writes for the helper (its exit state, a long
+// script): the one place under the state directory that a confined command may write.
+func (s *Server) scratchDir() string { return filepath.Join(s.opts.StateDir, "run") }
+
+// startProcess starts a command, on the confined thread when there is one.
+func (s *Server) startProcess(fn func()) {
+	if s.conf != nil {
+		s.conf.start(fn)
+		return
+	}
+	fn()
 }
 
 func findShell(want string, env []string) (string, error) {
@@ -116,6 +155,9 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	if s.conf != nil {
+		s.conf.close()
+	}
 	if errors.Is(err, io.EOF) {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -27,7 +28,8 @@ func (s *Server) startTTY(id uint32, req RunRequest) {
 		size = &pty.Winsize{Rows: 24, Cols: 80}
 	}
 	start := time.Now()
-	ptmx, err := pty.StartWithAttrs(cmd, size, &syscall.SysProcAttr{Setsid: true, Setctty: true})
+	var ptmx *os.File
+	s.startProcess(func() { ptmx, err = pty.StartWithAttrs(cmd, size, &syscall.SysProcAttr{Setsid: true, Setctty: true}) })
 	if err != nil {
 		s.sendErrFrom(id, err)
 		return

@@ -236,6 +236,23 @@ func (s *Session) ReadFile(ctx context.Context, p string, offset, limit int64) (
 	return buf.Bytes(), nil
 }
 
+// ShellState returns the session's working directory and exported environment as the helper
+// keeps them between commands (the gate classifies each command in this state).
+func (s *Session) ShellState(ctx context.Context) (string, map[string]string, error) {
+	var st struct {
+		Cwd agent.Bytes            `json:"cwd"`
+		Env map[string]agent.Bytes `json:"env"`
+	}
+	if err := s.call(ctx, "state", agent.CallRequest{Op: "state"}, &st, nil, nil); err != nil {
+		return "", nil, err
+	}
+	env := make(map[string]string, len(st.Env))
+	for k, v := range st.Env {
+		env[k] = string(v)
+	}
+	return string(st.Cwd), env, nil
+}
+
 // WriteFile writes data to p atomically, creating parent directories.
 func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uint32) error {
 	return s.call(ctx, "write "+p, agent.CallRequest{Op: "write_file", Path: p, Mode: mode}, nil, nil, bytes.NewReader(data))

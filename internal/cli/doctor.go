@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -22,6 +23,8 @@ type backendReport struct {
 	Selected bool     `json:"selected"`
 	// Detail says where credentials come from and what is reached, for backends that tell.
 	Detail string `json:"detail,omitempty"`
+	// Confinement says whether the kernel keeps commands away from this tool's files.
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // describer is implemented by backends that can say where their credentials and endpoint
@@ -78,6 +81,9 @@ selected backend is not usable.`,
 				if r.Detail != "" {
 					fmt.Fprintf(a.stdout, "                    %s\n", r.Detail)
 				}
+				if r.Confinement != "" {
+					fmt.Fprintf(a.stdout, "                    confinement: %s\n", r.Confinement)
+				}
 				for _, w := range r.Warnings {
 					fmt.Fprintf(a.stdout, "                    warning: %s\n", w)
 				}
@@ -126,6 +132,9 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 		}
 		if d, ok := b.(describer); ok {
 			r.Detail = d.Describe()
+		}
+		if c, ok := b.(gate.Confiner); ok {
+			_, r.Confinement = c.Confinement()
 		}
 		b.Close()
 		out = append(out, r)

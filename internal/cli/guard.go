@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 	"github.com/hermes-sandbox/hermes-sandbox/policy"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -84,18 +86,44 @@ func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Opt
 		MaxToolCalls: cfg.Loop.MaxToolCalls,
 		Store:        gate.NewStore(filepath.Join(cfg.StateDir(), "gate")),
 		RedactOutput: audit.NewExactRedactor(a.secrets(cfg)),
-		SaveAlways: func(desc string) error {
-			list := append(append([]string(nil), cfg.Approvals.CommandAllowlist...), desc)
-			for i := range list {
-				list[i] = fmt.Sprintf("%q", list[i]) // a YAML double-quoted scalar
-			}
-			return config.Set(a.configPath(), "approvals.command_allowlist", "["+strings.Join(list, ", ")+"]")
-		},
+		SaveAlways:   func(descs []string) error { return a.saveAllowlist(descs) },
 	}
 	if cfg.Audit.Enabled && cfg.Audit.Level != config.AuditOff {
 		opts.Audit = a.openAudit(cfg, auditPath, opts.Logger)
 	}
 	return opts, nil
+}
+
+// saveAllowlist adds descriptions to approvals.command_allowlist as the file holds it now,
+// under a lock, so that concurrent "always" answers and several findings all stay.
+func (a *app) saveAllowlist(descs []string) error {
+	p := a.configPath()
+	if p == "" {
+		p = config.DefaultPath()
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	unlock, err := flock.Lock(p + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cur, err := config.LoadWith(config.Options{Path: p})
+	if err != nil {
+		return fmt.Errorf("read the allowlist from %s: %w", p, err)
+	}
+	list := cur.Approvals.CommandAllowlist
+	for _, d := range descs {
+		if !slices.Contains(list, d) {
+			list = append(list, d)
+		}
+	}
+	quoted := make([]string, len(list))
+	for i, d := range list {
+		quoted[i] = fmt.Sprintf("%q", d) // a YAML double-quoted scalar
+	}
+	return config.Set(p, "approvals.command_allowlist", "["+strings.Join(quoted, ", ")+"]")
 }
 
 // openAudit opens the audit log and its witness. A log that cannot be opened still gives a
@@ -171,6 +199,9 @@ func (t *ttyApprover) Approve(ctx context.Context, req gate.Request) (gate.Decis
 	fmt.Fprintf(t.out, "  %s: %s\n", req.Tool, req.Command)
 	for _, f := range req.Findings {
 		fmt.Fprintf(t.out, "  [%s] %s\n", f.Rule, f.Description)
+	}
+	for _, n := range req.Notes {
+		fmt.Fprintf(t.out, "  (%s)\n", n)
 	}
 	fmt.Fprint(t.out, "Allow? [o]nce, [s]ession, [a]lways, [d]eny (default deny): ")
 	answer := make(chan string, 1)

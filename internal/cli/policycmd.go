@@ -42,6 +42,9 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
 				for _, f := range res.Findings {
 					fmt.Fprintf(a.stdout, "  [%s] %s\n", f.Rule, f.Description)
 				}
+				for _, n := range res.Notes {
+					fmt.Fprintf(a.stdout, "  (%s)\n", n)
+				}
 			}
 			switch res.Verdict {
 			case policy.VerdictDangerous:

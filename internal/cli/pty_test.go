@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/hermes-sandbox/hermes-sandbox/audit"
 )
 
 // ptyRun starts the real binary on a new pseudo-terminal (its controlling terminal, so
@@ -75,16 +78,58 @@ func ptyRun(t *testing.T, e *env, prompt, input string, args ...string) (string,
 	return out.String(), cmd.ProcessState.ExitCode()
 }
 
-func TestShellIsARealTerminal(t *testing.T) {
+func TestShellIsAGatedDoor(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("config", "set", "sandbox", "local")
 	e.mustRun("exec", "-c", "cd /tmp && export SHELLTEST=from-session")
-	out, code := ptyRun(t, e, "", "if [ -t 0 ]; then echo tty-yes; fi; echo \"$SHELLTEST in $(pwd)\"; exit 3\n", "shell")
+	cfgDir := filepath.Join(e.dir, "config", "hermes-sandbox")
+	before, err := os.ReadFile(filepath.Join(cfgDir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first line runs in the session's state; the second is hardline (an edit of this
+	// tool's own config, reached by a relative path) and must not run; the third is dangerous
+	// and is denied at the prompt.
+	input := "echo \"$SHELLTEST in $(pwd)\"\n" +
+		"cd " + cfgDir + " && echo '# edited' >> config.yaml; echo after-hard''line\n" +
+		"git reset --hard 2>/dev/null; echo after-danger''ous\n" +
+		"d\n" +
+		"exit 3\n"
+	out, code := ptyRun(t, e, "$ ", input, "shell")
 	if code != 3 {
 		t.Errorf("shell exit code = %d; want 3 (output %q)", code, out)
 	}
-	if !strings.Contains(out, "tty-yes") || !strings.Contains(out, "from-session in /tmp") {
-		t.Errorf("shell output %q; want a terminal, the session's env and directory", out)
+	if !strings.Contains(out, "from-session in /tmp") {
+		t.Errorf("shell output %q; want the session's env and directory", out)
+	}
+	if strings.Contains(out, "after-hardline") || !strings.Contains(out, "hardline") {
+		t.Errorf("the hardline line ran or was not reported: %q", out)
+	}
+	if strings.Contains(out, "after-dangerous") || !strings.Contains(out, "Allow?") {
+		t.Errorf("the dangerous line ran or was not asked about: %q", out)
+	}
+	if after, _ := os.ReadFile(filepath.Join(cfgDir, "config.yaml")); !bytes.Equal(before, after) {
+		t.Errorf("a refused line edited the config: %q", after)
+	}
+	rs := auditRecords(t, e)
+	var lines []string
+	for _, r := range rs {
+		if r.Tool == "shell_line" && r.Type == audit.TypeIntent {
+			lines = append(lines, r.Verdict+":"+r.Decision)
+		}
+	}
+	if len(lines) != 3 || lines[0] != "safe:allowed" || lines[1] != "hardline:refused" || lines[2] != "dangerous:denied" {
+		t.Errorf("audit shell lines = %v; want each line with its verdict", lines)
+	}
+}
+
+func TestShellNeedsATerminal(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	code, out, errOut := e.run("echo piped\n", "shell")
+	out += errOut
+	if code == 0 || strings.Contains(out, "piped\n") || !strings.Contains(out, "terminal") {
+		t.Errorf("piped shell: code %d, output %q; want a refusal that asks for a terminal", code, out)
 	}
 }
 
@@ -128,8 +173,22 @@ func TestApproveAlwaysPersistsTheAllowlist(t *testing.T) {
 	if code, out, errOut := e.run("", "exec", "-c", "git reset --hard"); code == 126 || strings.Contains(errOut, "refused") {
 		t.Errorf("allowlisted command: exit %d %q %q", code, out, errOut)
 	}
-	// …but a compound command never rides on the allowlist.
-	if code, _, _ := e.run("", "exec", "-c", script); code != 126 {
-		t.Errorf("compound command with an allowlisted part: exit %d; want 126", code)
+	// …and neither does a compound command whose findings are all allowlisted…
+	if code, _, errOut := e.run("", "exec", "-c", script); code == 126 {
+		t.Errorf("compound command with only allowlisted findings: exit %d %q", code, errOut)
 	}
+	// …but one with another finding still needs approval, and the hint names only that one.
+	code, _, errOut := e.run("", "exec", "-c", script+"; git clean -fdx")
+	if code != 126 || !strings.Contains(errOut, "git clean") || strings.Contains(errOut, `"git reset`) {
+		t.Errorf("compound command with a new finding: exit %d, %q; want 126 naming only git clean", code, errOut)
+	}
+}
+
+func auditRecords(t *testing.T, e *env) []audit.Record {
+	t.Helper()
+	rs, err := audit.ReadAll(filepath.Join(e.dir, ".local", "state", "hermes-sandbox", "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }

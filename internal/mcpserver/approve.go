@@ -76,6 +76,9 @@ func approvalMessage(req gate.Request) string {
 		for _, f := range req.Findings {
 			fmt.Fprintf(&b, "  - [%s] %s\n", f.Rule, f.Description)
 		}
+		for _, n := range req.Notes {
+			fmt.Fprintf(&b, "    (%s)\n", n)
+		}
 		b.WriteString("\n")
 	}
 	b.WriteString("Allow it once, allow these findings for the rest of this session, or deny it?")

@@ -37,6 +37,7 @@ type envOptions struct {
 	ungated      bool
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
+	secrets      []string      // values the gate redacts from output
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -78,6 +79,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 			Tools:        e.cfg.Tools,
 			MaxToolCalls: e.cfg.Loop.MaxToolCalls,
 			Audit:        log,
+			RedactOutput: audit.NewExactRedactor(o.secrets),
 		})
 	}
 	srv, err := mcpserver.New(mcpserver.Options{Backend: e.backend, Config: e.cfg, KeepSessions: o.keepSessions,

@@ -22,6 +22,9 @@ const maxLineShown = 200
 // outputMeter counts a command's output as it streams and remembers its latest line. It is
 // safe for the concurrent writes of stdout and stderr.
 type outputMeter struct {
+	// redact hides secrets in a line before it is shown (nil = none); it sees the whole
+	// line, before the line is cut to maxLineShown.
+	redact  func(string) string
 	mu      sync.Mutex
 	bytes   int64
 	partial []byte // the unfinished line, bounded
@@ -40,7 +43,7 @@ func (m *outputMeter) Write(p []byte) (int, error) {
 			break
 		}
 		m.partial = appendBounded(m.partial, p[:i])
-		if line := cleanLine(m.partial); line != "" {
+		if line := m.clean(m.partial); line != "" {
 			m.last = line
 		}
 		m.partial = m.partial[:0]
@@ -60,10 +63,18 @@ func appendBounded(dst, p []byte) []byte {
 func (m *outputMeter) snapshot() (int64, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if line := cleanLine(m.partial); line != "" {
+	if line := m.clean(m.partial); line != "" {
 		return m.bytes, line
 	}
 	return m.bytes, m.last
+}
+
+// clean redacts, then makes a line printable.
+func (m *outputMeter) clean(b []byte) string {
+	if m.redact != nil {
+		b = []byte(m.redact(string(b)))
+	}
+	return cleanLine(b)
 }
 
 // cleanLine makes a line printable: valid UTF-8, no control characters (a carriage return

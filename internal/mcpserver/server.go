@@ -78,7 +78,9 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*mcp.ServerSession]*session
-	wg       sync.WaitGroup // one per session watcher
+	// transports names the transport of sessions served through Serve ("stdio", …).
+	transports map[*mcp.ServerSession]string
+	wg         sync.WaitGroup // one per session watcher
 }
 
 // New builds a server for opts.Backend. It starts nothing: call Serve, Handler or
@@ -100,12 +102,13 @@ func New(opts Options) (*Server, error) {
 		version = "dev"
 	}
 	s := &Server{
-		opts:     opts,
-		cfg:      cfg,
-		backend:  opts.Backend,
-		caps:     opts.Backend.Capabilities(),
-		log:      log.With("component", "mcp", "backend", opts.Backend.Name()),
-		sessions: map[*mcp.ServerSession]*session{},
+		opts:       opts,
+		cfg:        cfg,
+		backend:    opts.Backend,
+		caps:       opts.Backend.Capabilities(),
+		log:        log.With("component", "mcp", "backend", opts.Backend.Name()),
+		sessions:   map[*mcp.ServerSession]*session{},
+		transports: map[*mcp.ServerSession]string{},
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "hermes-sandbox", Title: "Hermes Sandbox", Version: version},
 		&mcp.ServerOptions{
@@ -131,6 +134,14 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 	if err != nil {
 		return fmt.Errorf("mcp: connect: %w", err)
 	}
+	s.mu.Lock()
+	s.transports[ss] = transportName(t)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.transports, ss)
+		s.mu.Unlock()
+	}()
 	done := make(chan error, 1)
 	go func() { done <- ss.Wait() }()
 	select {
@@ -145,6 +156,17 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 		err = nil
 	}
 	return err
+}
+
+// transportName names a transport for the audit log.
+func transportName(t mcp.Transport) string {
+	switch t.(type) {
+	case *mcp.StdioTransport, *mcp.IOTransport:
+		return "stdio"
+	case *mcp.InMemoryTransport:
+		return "in-memory"
+	}
+	return fmt.Sprintf("%T", t)
 }
 
 // Close ends every MCP session and waits until each sandbox session is closed (and removed,
@@ -312,7 +334,39 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (sandbox.Se
 	if canElicit(req.Session) {
 		cctx = gate.WithApprover(cctx, &elicitApprover{ss: req.Session})
 	}
+	cctx = gate.WithCaller(cctx, gate.Caller{Client: clientName(req.Session), Transport: s.transportOf(req.Session)})
 	return sb, cctx, release, nil
+}
+
+// clientName is the name the MCP client gave when it connected.
+func clientName(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+		return p.ClientInfo.Name
+	}
+	return ""
+}
+
+// transportOf names how a session reaches the server: what Serve was given, else the
+// streamable HTTP handler.
+func (s *Server) transportOf(ss *mcp.ServerSession) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.transports[ss]; ok {
+		return t
+	}
+	return "http"
+}
+
+// redact hides known secrets in text that leaves the server outside a tool result (the
+// gated backend redacts results itself).
+func (s *Server) redact(text string) string {
+	if r, ok := s.backend.(interface{ Redact(string) string }); ok {
+		return r.Redact(text)
+	}
+	return text
 }
 
 func shortID() string {

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -87,6 +88,7 @@ type InfoResult struct {
 	Session      string               `json:"session" jsonschema:"this MCP session's sandbox session"`
 	Capabilities sandbox.Capabilities `json:"capabilities"`
 	Warnings     []string             `json:"warnings" jsonschema:"configuration that weakens the backend's isolation"`
+	Confinement  string               `json:"confinement,omitempty" jsonschema:"whether the kernel keeps commands away from this tool's own files (local backend)"`
 	PolicyGate   bool                 `json:"policy_gate" jsonschema:"calls pass the policy gate and the audit log"`
 	ApprovalMode string               `json:"approval_mode"`
 	Elicitation  bool                 `json:"elicitation" jsonschema:"this MCP client can show approval requests to its user"`
@@ -267,7 +269,7 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	}
 
 	cmd.Timeout = timeout
-	meter := &outputMeter{}
+	meter := &outputMeter{redact: s.redact}
 	if req.Params.GetProgressToken() != nil {
 		cmd.Stdout, cmd.Stderr = meter, meter
 	}
@@ -458,6 +460,9 @@ func (s *Server) info(ctx context.Context, req *mcp.CallToolRequest, _ InfoInput
 	if w, ok := s.backend.(sandbox.Warner); ok {
 		out.Warnings = append(out.Warnings, w.Warnings()...)
 	}
+	if c, ok := s.backend.(gate.Confiner); ok {
+		_, out.Confinement = c.Confinement()
+	}
 	for _, name := range []string{toolProcess, toolReadFile, toolInfo, toolTerminal, toolWriteFile} {
 		if s.listed(name) {
 			out.Tools = append(out.Tools, name)
@@ -486,6 +491,9 @@ func infoText(i InfoResult) string {
 		yesNo(i.Capabilities.Jobs), yesNo(i.Capabilities.Files), yesNo(i.Capabilities.Persistent))
 	for _, w := range i.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	if i.Confinement != "" {
+		fmt.Fprintf(&b, "confinement: %s\n", i.Confinement)
 	}
 	fmt.Fprintf(&b, "policy gate and audit: %s\n", onOff(i.PolicyGate))
 	fmt.Fprintf(&b, "approval mode: %s", i.ApprovalMode)

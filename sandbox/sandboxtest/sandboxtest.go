@@ -88,6 +88,10 @@ func run(t *testing.T, opts Options, gated bool) {
 	if gated {
 		t.Run("HardlineRefused", s.testHardline)
 	}
+	if !gated {
+		// It wraps the backend in a gate of its own, on the very session it prepares.
+		t.Run("GateWithState", s.testGateWithState)
+	}
 }
 
 var sessionSeq struct {
