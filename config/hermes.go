@@ -214,3 +214,8 @@ func readDotenv(path string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// HermesDir is Hermes Agent's directory for this environment ($HERMES_HOME, else ~/.hermes),
+// or "" when the environment names no home. Its .env is read as configuration, so the gate
+// protects it like our own files.
+func HermesDir(environ []string) string { return hermesHome(newEnvMap(environ)) }

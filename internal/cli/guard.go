@@ -66,8 +66,7 @@ func (a *app) openSession(ctx context.Context, cfg *config.Config, name string) 
 func (a *app) gateClassifier(cfg *config.Config, backend sandbox.Backend) *policy.Classifier {
 	auditPath := a.expandHome(cfg.Audit.LogDestination)
 	return policy.New(policy.Options{
-		ProtectedPaths: []string{cfg.Path(), cfg.SecretsPath(), filepath.Dir(cfg.Path()), auditPath,
-			auditPath + ".checkpoint", auditPath + ".seal", auditPath + ".lock", filepath.Join(cfg.StateDir(), "gate")},
+		ProtectedPaths: a.protectedPaths(cfg, auditPath),
 		WorkDir: workDir(backend),
 		Home:    a.getenv("HOME"),
 	})
@@ -224,4 +223,15 @@ func (t *ttyApprover) Approve(ctx context.Context, req gate.Request) (gate.Decis
 		}
 		return gate.Deny, nil
 	}
+}
+
+// protectedPaths are the files that steer this tool: its config, secrets, state and audit log,
+// and Hermes Agent's .env and config.yaml, which it reads as configuration too.
+func (a *app) protectedPaths(cfg *config.Config, auditPath string) []string {
+	p := []string{cfg.Path(), cfg.SecretsPath(), filepath.Dir(cfg.Path()), auditPath,
+		auditPath + ".checkpoint", auditPath + ".seal", auditPath + ".lock", filepath.Join(cfg.StateDir(), "gate")}
+	if h := config.HermesDir(a.environ); h != "" {
+		p = append(p, filepath.Join(h, ".env"), filepath.Join(h, "config.yaml"))
+	}
+	return p
 }

@@ -182,3 +182,17 @@ func TestSetupRestoresConfigWhenTestFails(t *testing.T) {
 		t.Errorf("the configuration changed after a failed setup:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
+
+// Hermes's .env steers this tool (TERMINAL_ENV…), so writing it is out of the agent's reach
+// like our own config.
+func TestHermesDotenvIsProtected(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	if err := os.MkdirAll(filepath.Join(e.dir, ".hermes"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.run("", "policy", "check", "echo TERMINAL_ENV=local >> "+filepath.Join(e.dir, ".hermes", ".env"))
+	if code == 0 || !strings.Contains(out+errOut, "hardline") {
+		t.Errorf("writing ~/.hermes/.env: exit %d, %s%s; want hardline", code, out, errOut)
+	}
+}
