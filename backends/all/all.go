@@ -7,6 +7,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/vercel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -17,5 +18,6 @@ func Backends() *sandbox.Registry {
 	r.Register(docker.Name, docker.New)
 	r.Register(ssh.Name, ssh.New)
 	r.Register(singularity.Name, singularity.New)
+	r.Register(vercel.Name, vercel.New)
 	return r
 }

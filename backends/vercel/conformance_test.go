@@ -1,0 +1,18 @@
+package vercel
+
+import (
+	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
+)
+
+// TestConformanceFake runs the whole suite through the backend's real code (credentials,
+// sandbox lifecycle, helper upload with fs/write, the helper on the PTY WebSocket, files
+// through fs/read and fs/write) against the fake Vercel API.
+func TestConformanceFake(t *testing.T) {
+	s := newSetup(t)
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend { return s.backend(t, nil) },
+	})
+}

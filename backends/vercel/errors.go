@@ -1,0 +1,74 @@
+package vercel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// kindError is a Vercel error that also matches a sandbox sentinel.
+type kindError struct {
+	kind  error
+	cause error
+	hint  string
+}
+
+func (e *kindError) Error() string {
+	if e.hint == "" {
+		return e.cause.Error()
+	}
+	return e.cause.Error() + ": " + e.hint
+}
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
+
+// apiErr maps a client failure to the sandbox sentinels, once, here: HTTP statuses by
+// number, network failures by type.
+func (b *Backend) apiErr(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
+	}
+	var ae *APIError
+	var ne net.Error
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ae):
+		switch {
+		case ae.Status == http.StatusNotFound:
+			err = &kindError{kind: sandbox.ErrNotFound, cause: ae}
+		case ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden:
+			err = &kindError{kind: sandbox.ErrDenied, cause: ae, hint: fmt.Sprintf("the %s credentials were refused for team %s, project %s: check VERCEL_TOKEN / VERCEL_OIDC_TOKEN, vercel.team_id and vercel.project_id (hermes-sandbox doctor)",
+				b.creds.kind, b.creds.teamID, b.creds.project)}
+		case ae.Status == http.StatusTooManyRequests:
+			err = &kindError{kind: sandbox.ErrUnavailable, cause: ae, hint: "rate limited by Vercel; try again later"}
+		case ae.Status >= 500:
+			err = &kindError{kind: sandbox.ErrUnavailable, cause: ae, hint: "the Vercel API failed; try again (hermes-sandbox doctor)"}
+		case ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity:
+			err = &kindError{kind: sandbox.ErrInvalidConfig, cause: ae}
+		}
+	case errors.As(err, &ne), errors.As(err, &ue):
+		err = &kindError{kind: sandbox.ErrUnavailable, cause: err, hint: "cannot reach the Vercel API at " + b.api.base.String() + ": check the network or vercel.api_url (hermes-sandbox doctor)"}
+	}
+	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
+}
+
+func isNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+func isConflict(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusConflict
+}
