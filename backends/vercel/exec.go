@@ -46,6 +46,7 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		return channel.Started{}, err
 	}
 	s.setVM(vm)
+	s.startKeepalive()
 	if fresh {
 		if err := b.uploadHelper(ctx, vm, up); err != nil {
 			return channel.Started{}, err
@@ -63,7 +64,6 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if err != nil {
 		return channel.Started{}, b.apiErr("start helper", s.name, err)
 	}
-	s.startKeepalive()
 	if recreated {
 		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
 	}

@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -1182,4 +1181,10 @@ func (f *fake) sandboxByTag(session string) *fSandbox {
 	return nil
 }
 
-var _ = strconv.Itoa
+// current is the VM session id of the session's sandbox.
+func (f *fake) current(session string) string {
+	sb := f.sandboxByTag(session)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return sb.current
+}

@@ -56,7 +56,22 @@ type agentUpload struct {
 	sum  string // first 12 hex digits of its sha256
 	data []byte
 	args []string // how the binary starts its server (before "serve")
+
+	packOnce sync.Once
+	tgz      []byte
+	packErr  error
 }
+
+// packed is the helper as a gzipped tar, made once per process.
+func (up *agentUpload) packed() ([]byte, error) {
+	up.packOnce.Do(func() {
+		up.tgz, up.packErr = tarGz(map[string][]byte{"sandbox-agent-" + up.sum: up.data}, 0o755)
+	})
+	return up.tgz, up.packErr
+}
+
+// agents caches the helper per binary path for the life of the process.
+var agents sync.Map // path → *agentUpload
 
 func (b *Backend) helperBinary() (*agentUpload, error) {
 	b.agentMu.Lock()
@@ -69,12 +84,22 @@ func (b *Backend) helperBinary() (*agentUpload, error) {
 	if err != nil {
 		return nil, err
 	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", p, fi.Size(), fi.ModTime().UnixNano())
+	if up, ok := agents.Load(key); ok {
+		b.agent = up.(*agentUpload)
+		return b.agent, nil
+	}
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	b.agent = &agentUpload{sum: hex.EncodeToString(sum[:])[:12], data: data, args: args}
+	up, _ := agents.LoadOrStore(key, &agentUpload{sum: hex.EncodeToString(sum[:])[:12], data: data, args: args})
+	b.agent = up.(*agentUpload)
 	return b.agent, nil
 }
 
@@ -116,11 +141,11 @@ func tarGz(files map[string][]byte, mode int64) ([]byte, error) {
 
 // uploadHelper puts the helper into the sandbox with fs/mkdir and fs/write.
 func (b *Backend) uploadHelper(ctx context.Context, vm *VMSession, up *agentUpload) error {
-	dir, bin, _ := helperPaths(vm.Cwd, up.sum)
+	dir, _, _ := helperPaths(vm.Cwd, up.sum)
 	if err := b.api.Mkdir(ctx, vm.ID, dir, ""); err != nil && !isConflict(err) {
 		return b.apiErr("upload helper", vm.ID, err)
 	}
-	tgz, err := tarGz(map[string][]byte{path.Base(bin): up.data}, 0o755)
+	tgz, err := up.packed()
 	if err != nil {
 		return err
 	}

@@ -59,11 +59,11 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 
 // Check proves the credentials, team and project with one cheap request.
 func (b *Backend) Check(ctx context.Context) error {
-	if _, err := b.helperBinary(); err != nil {
-		return &sandbox.Error{Backend: Name, Op: "check", Err: err}
-	}
 	if _, err := b.ours(ctx); err != nil {
 		return err
+	}
+	if _, err := b.helperBinary(); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "check", Err: err}
 	}
 	return nil
 }
