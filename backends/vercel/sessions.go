@@ -90,44 +90,37 @@ func (b *Backend) Baseline(ctx context.Context, session string, n int) (string, 
 	return "REST command per call (POST /v2/sandboxes/sessions/{id}/cmd, wait)", out, nil
 }
 
-// SnapshotInfo describes a snapshot taken of a session.
-type SnapshotInfo struct {
-	Session  string `json:"session"`
-	Sandbox  string `json:"sandbox"`
-	Snapshot string `json:"snapshot"`
-}
-
 // Snapshot saves the session's filesystem as a Vercel snapshot. Taking it stops the VM (the
 // next command resumes it), so it happens only on request. The snapshot is recorded, and
-// restored from when the sandbox is later lost.
-func (b *Backend) Snapshot(ctx context.Context, session string) (SnapshotInfo, error) {
+// restored from when the sandbox is later lost. It returns the snapshot's id.
+func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) {
 	if err := sandbox.ValidateSessionName(session); err != nil {
-		return SnapshotInfo{}, &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: err}
+		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: err}
 	}
 	name := b.sandboxName(session)
 	got, err := b.api.GetSandbox(ctx, name, false)
 	if err != nil {
-		return SnapshotInfo{}, b.apiErr("snapshot", session, err)
+		return "", b.apiErr("snapshot", session, err)
 	}
 	if got.Session.Status != StatusRunning {
 		// Only a running VM can be snapshotted: resume it first.
 		vm, _, _, err := b.ensure(ctx, session)
 		if err != nil {
-			return SnapshotInfo{}, err
+			return "", err
 		}
 		got.Session = *vm
 	}
 	snap, err := b.api.CreateSnapshot(ctx, got.Session.ID)
 	if err != nil {
-		return SnapshotInfo{}, b.apiErr("snapshot", session, err)
+		return "", b.apiErr("snapshot", session, err)
 	}
 	rec, _ := b.readRecord(session)
 	rec.Sandbox = name
 	rec.Snapshots = append(rec.Snapshots, snap.ID)
 	if err := b.writeRecord(session, rec); err != nil {
-		return SnapshotInfo{}, &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: fmt.Errorf("snapshot %s taken but not recorded: %w", snap.ID, err)}
+		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: fmt.Errorf("snapshot %s taken but not recorded: %w", snap.ID, err)}
 	}
-	return SnapshotInfo{Session: session, Sandbox: name, Snapshot: snap.ID}, nil
+	return snap.ID, nil
 }
 
 // GCOptions say what gc removes.

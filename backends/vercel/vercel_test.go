@@ -211,7 +211,7 @@ func TestSnapshotRestore(t *testing.T) {
 			b := s.backend(t, mut)
 			sess, _ := b.Open(ctx, "snap")
 			run(t, sess, "echo saved > /vercel/sandbox/f")
-			info, err := b.Snapshot(ctx, "snap")
+			snapID, err := b.Snapshot(ctx, "snap")
 			if err != nil {
 				t.Fatalf("Snapshot() = %v", err)
 			}
@@ -232,10 +232,10 @@ func TestSnapshotRestore(t *testing.T) {
 			if res.Stdout != "fresh\n" || !res.EnvironmentRecreated {
 				t.Errorf("after a failed restore = %q recreated %v; want fresh, true", res.Stdout, res.EnvironmentRecreated)
 			}
-			if rec, _ := b.readRecord("snap"); len(rec.Snapshots) != 1 || rec.Snapshots[0] != info.Snapshot {
-				t.Fatalf("record after a failed restore = %+v; want snapshot %s kept", rec, info.Snapshot)
+			if rec, _ := b.readRecord("snap"); len(rec.Snapshots) != 1 || rec.Snapshots[0] != snapID {
+				t.Fatalf("record after a failed restore = %+v; want snapshot %s kept", rec, snapID)
 			}
-			if got, err := b.api.GetSnapshot(ctx, info.Snapshot); err != nil || got.Status != "created" {
+			if got, err := b.api.GetSnapshot(ctx, snapID); err != nil || got.Status != "created" {
 				t.Fatalf("snapshot after a failed restore = %+v, %v; want it still created", got, err)
 			}
 			lose()

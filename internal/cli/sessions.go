@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -12,7 +13,7 @@ import (
 )
 
 func (a *app) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List and remove sessions (list, rm NAME, rm --all)"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, remove and snapshot sessions (list, rm NAME, rm --all, snapshot NAME)"}
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
@@ -85,8 +86,42 @@ func (a *app) sessionsCmd() *cobra.Command {
 		},
 	}
 	rm.Flags().BoolVar(&rmAll, "all", false, "remove every session of the backend")
-	cmd.AddCommand(list, rm)
+	snap := &cobra.Command{
+		Use:   "snapshot NAME",
+		Short: "Save a session's sandbox filesystem as a snapshot (backends that have them)",
+		Long: `Saves the session's sandbox filesystem as a snapshot with the backend's own API. Taking a
+snapshot stops the sandbox (the next command resumes it), so it happens only on request. The
+snapshot is recorded, and a sandbox that is later lost is restored from it.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			b, err := a.openBackend(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			s, ok := b.(snapshotter)
+			if !ok {
+				return fmt.Errorf("the %s backend cannot snapshot sessions: %w", b.Name(), sandbox.ErrUnsupported)
+			}
+			id, err := s.Snapshot(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "snapshot %s of %s\n", id, args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(list, rm, snap)
 	return cmd
+}
+
+// snapshotter is implemented by backends that save a session's filesystem on request.
+type snapshotter interface {
+	Snapshot(ctx context.Context, session string) (id string, err error)
 }
 
 func (a *app) sessionManager(cmd *cobra.Command) (sandbox.SessionManager, func(), error) {
