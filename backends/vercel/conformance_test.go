@@ -3,6 +3,8 @@ package vercel
 import (
 	"testing"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
@@ -14,5 +16,16 @@ func TestConformanceFake(t *testing.T) {
 	s := newSetup(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return s.backend(t, nil) },
+	})
+}
+
+// TestConformanceFakeGated runs the suite again with the policy gate in front, as the CLI
+// and the MCP server use the backend.
+func TestConformanceFakeGated(t *testing.T) {
+	s := newSetup(t)
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend {
+			return gate.Wrap(s.backend(t, nil), gate.Options{Mode: config.ApprovalOff, Tools: config.NewConfig().Tools})
+		},
 	})
 }
