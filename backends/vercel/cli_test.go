@@ -29,6 +29,13 @@ func TestCLIAgainstFake(t *testing.T) {
 		code := cli.RunWith(ctx, append([]string{"--sandbox", "vercel"}, args...), strings.NewReader(""), &out, &errb, environ)
 		return code, out.String(), errb.String()
 	}
+	// setup writes the settings (the token to secrets.yaml) and proves the backend works.
+	code, out, errOut := run("setup", "vercel", "--non-interactive", "--set", "vercel.token="+token,
+		"--set", "vercel.team_id="+team, "--set", "vercel.project_id="+project, "--set", "vercel.api_url="+url)
+	if code != 0 || !strings.Contains(out, "OK: vercel works") {
+		t.Fatalf("setup vercel = %d %q %q; want the test command's output", code, out, errOut)
+	}
+	environ = environ[:4] // from now on the settings come from the files setup wrote
 	if code, out, errOut := run("exec", "-c", "cd /tmp && export X=1 && echo hi && echo err >&2; exit 3"); code != 3 || out != "hi\n" || errOut != "err\n" {
 		t.Fatalf("first exec = %d %q %q; want 3, hi, err", code, out, errOut)
 	}

@@ -34,7 +34,7 @@ type session struct {
 // resumed or created) and starts the helper on its PTY.
 func (s *session) start(ctx context.Context) (channel.Started, error) {
 	b := s.b
-	if b.isClosed() {
+	if b.closed.Load() {
 		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: s.name, Err: sandbox.ErrClosed}
 	}
 	up, err := b.helperBinary()

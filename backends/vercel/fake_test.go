@@ -116,8 +116,8 @@ func newFake(t testing.TB, cli *client.Client, img string) *fake {
 	h("POST /v2/sandboxes/sessions/{id}/extend-timeout", f.extendTimeout)
 	h("POST /v2/sandboxes/sessions/{id}/network-policy", f.networkPolicy)
 	h("POST /v2/sandboxes/sessions/{id}/snapshot", f.snapshot)
-	h("GET /v2/sandboxes/snapshots/{id}", f.getSnapshot)
-	h("DELETE /v2/sandboxes/snapshots/{id}", f.deleteSnapshot)
+	h("GET /v2/sandboxes/snapshots/{id}", f.snapshotByID)
+	h("DELETE /v2/sandboxes/snapshots/{id}", f.snapshotByID)
 	h("POST /v2/sandboxes/sessions/{id}/cmd", f.runCommand)
 	h("GET /v2/sandboxes/sessions/{id}/cmd/{cmd}", f.getCommand)
 	h("GET /v2/sandboxes/sessions/{id}/cmd/{cmd}/logs", f.logs)
@@ -710,7 +710,8 @@ func snapshotJSON(sn *fSnapshot) map[string]any {
 		"sizeBytes": 1 << 20, "createdAt": sn.created, "updatedAt": sn.created}
 }
 
-func (f *fake) getSnapshot(w http.ResponseWriter, r *http.Request) {
+// snapshotByID serves GET and DELETE of a snapshot (a deleted one keeps its record).
+func (f *fake) snapshotByID(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sn, ok := f.snapshots[r.PathValue("id")]
@@ -718,18 +719,9 @@ func (f *fake) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found", "snapshot not found")
 		return
 	}
-	reply(w, map[string]any{"snapshot": snapshotJSON(sn)})
-}
-
-func (f *fake) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sn, ok := f.snapshots[r.PathValue("id")]
-	if !ok {
-		apiError(w, http.StatusNotFound, "not_found", "snapshot not found")
-		return
+	if r.Method == http.MethodDelete {
+		sn.status = "deleted"
 	}
-	sn.status = "deleted"
 	reply(w, map[string]any{"snapshot": snapshotJSON(sn)})
 }
 

@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -65,8 +66,7 @@ type Backend struct {
 	agentMu sync.Mutex
 	agent   *agentUpload // the helper binary, read once
 
-	mu     sync.Mutex
-	closed bool
+	closed atomic.Bool
 }
 
 // New builds the vercel backend from the configuration. It resolves the credentials but
@@ -141,16 +141,8 @@ func (b *Backend) Warnings() []string {
 
 // Close marks the backend closed. Sandboxes stay (they stop at their timeout).
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
+	b.closed.Store(true)
 	return nil
-}
-
-func (b *Backend) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]`)
@@ -179,7 +171,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
-	if b.isClosed() {
+	if b.closed.Load() {
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
 	}
 	s := &session{b: b, name: name, stop: make(chan struct{})}
