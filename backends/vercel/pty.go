@@ -162,7 +162,8 @@ func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload
 	if b.extra.HTTPClient != nil {
 		hc = b.extra.HTTPClient
 	}
-	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: hc})
+	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: hc,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		return nil, b.apiErr("open terminal", vm.ID, fmt.Errorf("dial %s: %w", redactURL(wsURL), err))
 	}

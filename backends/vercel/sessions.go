@@ -50,11 +50,11 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
 	err := b.api.DeleteSandbox(ctx, b.sandboxName(name))
-	if err != nil {
-		return b.apiErr("remove", name, err)
+	if err == nil || isNotFound(err) {
+		// Gone either way: forget it, so its next use is a new session, not a recreated one.
+		b.dropRecord(name)
 	}
-	b.dropRecord(name)
-	return nil
+	return b.apiErr("remove", name, err)
 }
 
 // Check proves the credentials, team and project with one cheap request.
