@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -29,31 +30,38 @@ type Backend struct {
 	env      []string
 }
 
-// New builds the local backend from the configuration.
+// New builds the local backend. It has no config section of its own: the terminal settings
+// (shell, cwd, env_passthrough) in opts are all it uses.
 func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	cfg := opts.Config
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
 	}
-	cwd := cfg.Terminal.Cwd
+	cwd := opts.Cwd
+	if home, _ := opts.Getenv("HOME"); home != "" && (cwd == "~" || strings.HasPrefix(cwd, "~/")) {
+		cwd = filepath.Join(home, cwd[1:])
+	}
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
 	return &Backend{
 		opts:     opts,
 		stateDir: filepath.Join(opts.StateDir, "local"),
-		shell:    string(cfg.Terminal.Shell),
+		shell:    opts.Shell,
 		cwd:      cwd,
-		env:      sandbox.FilterEnv(opts.Environ, cfg.Terminal.EnvPassthrough),
+		env:      sandbox.FilterEnv(opts.Environ, opts.EnvPassthrough),
 	}, nil
 }
+
+// WorkDir is the directory sessions start in (terminal.cwd, else the current directory):
+// the tree the agent was started to work on.
+func (b *Backend) WorkDir() string { return b.cwd }
 
 // Name returns "local".
 func (b *Backend) Name() string { return Name }
 
 // Capabilities reports what local sessions do.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
 		Network:   true}
 }
@@ -152,4 +160,5 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 var (
 	_ sandbox.Backend        = (*Backend)(nil)
 	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Workspace      = (*Backend)(nil)
 )

@@ -13,7 +13,7 @@ func TestEnvPassthroughReachesRemote(t *testing.T) {
 	cfg := d.config()
 	fo := d.factory(t, cfg, nil)
 	fo.Environ = append(fo.Environ, "HERMES_PT_TOKEN=tok-value-1234", "HERMES_NOT_LISTED=nope")
-	b, err := NewWithOptions(fo, Options{SSHConfig: "none"})
+	b, err := NewWithOptions(cfg.SSH, fo, Options{SSHConfig: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +29,8 @@ func TestEnvPassthroughReachesRemote(t *testing.T) {
 	b.Close()
 
 	cfg.Terminal.EnvPassthrough = []string{"HERMES_PT_TOKEN"}
-	fo.Config = cfg
-	b2, err := NewWithOptions(fo, Options{SSHConfig: "none"})
+	fo.EnvPassthrough = cfg.Terminal.EnvPassthrough
+	b2, err := NewWithOptions(cfg.SSH, fo, Options{SSHConfig: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,8 +271,8 @@ func (d *testSSHD) config() *config.Config {
 
 // factory returns FactoryOptions for a backend that talks to this server.
 func (d *testSSHD) factory(t testing.TB, cfg *config.Config, progress io.Writer) sandbox.FactoryOptions {
-	return sandbox.FactoryOptions{Config: cfg, StateDir: filepath.Join(d.dir, "state"), Progress: progress,
-		Environ: []string{"HOME=" + d.localHome, "USER=" + d.user, "PATH=/usr/local/bin:/usr/bin:/bin"}}
+	return cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(d.dir, "state"), Progress: progress,
+		Environ: []string{"HOME=" + d.localHome, "USER=" + d.user, "PATH=/usr/local/bin:/usr/bin:/bin"}})
 }
 
 // backend builds a backend for this server; it is closed when the test ends.
@@ -286,7 +286,7 @@ func (d *testSSHD) backendWith(t testing.TB, cfg *config.Config, progress io.Wri
 	if o.SSHConfig == "" {
 		o.SSHConfig = "none"
 	}
-	b, err := NewWithOptions(d.factory(t, cfg, progress), o)
+	b, err := NewWithOptions(cfg.SSH, d.factory(t, cfg, progress), o)
 	if err != nil {
 		t.Fatal(err)
 	}

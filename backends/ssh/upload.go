@@ -21,6 +21,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // Remote layout, under the remote user's home.
@@ -415,9 +416,4 @@ func randomHex(n int) string {
 }
 
 // shq quotes s as one POSIX shell word.
-func shq(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+var shq = sandbox.ShellQuote

@@ -11,20 +11,8 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// kindError is a Vercel error that also matches a sandbox sentinel.
-type kindError struct {
-	kind  error
-	cause error
-	hint  string
-}
-
-func (e *kindError) Error() string {
-	if e.hint == "" {
-		return e.cause.Error()
-	}
-	return e.cause.Error() + ": " + e.hint
-}
-func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
+// hinted adds what to do next to an error, keeping it matchable with errors.Is and As.
+func hinted(err error, hint string) error { return fmt.Errorf("%w: %s", err, hint) }
 
 // apiErr maps a client failure to the sandbox sentinels, once, here: HTTP statuses by
 // number, network failures by type.
@@ -46,19 +34,19 @@ func (b *Backend) apiErr(op, id string, err error) error {
 	case errors.As(err, &ae):
 		switch {
 		case ae.Status == http.StatusNotFound:
-			err = &kindError{kind: sandbox.ErrNotFound, cause: ae}
+			err = sandbox.WithKind(sandbox.ErrNotFound, ae)
 		case ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden:
-			err = &kindError{kind: sandbox.ErrDenied, cause: ae, hint: fmt.Sprintf("the %s credentials were refused for team %s, project %s: check VERCEL_TOKEN / VERCEL_OIDC_TOKEN, vercel.team_id and vercel.project_id (hermes-sandbox doctor)",
-				b.creds.kind, b.creds.teamID, b.creds.project)}
+			err = sandbox.WithKind(sandbox.ErrDenied, hinted(ae, fmt.Sprintf("the %s credentials were refused for team %s, project %s: check VERCEL_TOKEN / VERCEL_OIDC_TOKEN, vercel.team_id and vercel.project_id (hermes-sandbox doctor)",
+				b.creds.kind, b.creds.teamID, b.creds.project)))
 		case ae.Status == http.StatusTooManyRequests:
-			err = &kindError{kind: sandbox.ErrUnavailable, cause: ae, hint: "rate limited by Vercel; try again later"}
+			err = sandbox.WithKind(sandbox.ErrUnavailable, hinted(ae, "rate limited by Vercel; try again later"))
 		case ae.Status >= 500:
-			err = &kindError{kind: sandbox.ErrUnavailable, cause: ae, hint: "the Vercel API failed; try again (hermes-sandbox doctor)"}
+			err = sandbox.WithKind(sandbox.ErrUnavailable, hinted(ae, "the Vercel API failed; try again (hermes-sandbox doctor)"))
 		case ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity:
-			err = &kindError{kind: sandbox.ErrInvalidConfig, cause: ae}
+			err = sandbox.WithKind(sandbox.ErrInvalidConfig, ae)
 		}
 	case errors.As(err, &ne), errors.As(err, &ue):
-		err = &kindError{kind: sandbox.ErrUnavailable, cause: err, hint: "cannot reach the Vercel API at " + b.api.base.String() + ": check the network or vercel.api_url (hermes-sandbox doctor)"}
+		err = sandbox.WithKind(sandbox.ErrUnavailable, hinted(err, "cannot reach the Vercel API at "+b.api.base.String()+": check the network or vercel.api_url (hermes-sandbox doctor)"))
 	}
 	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
 }

@@ -29,7 +29,7 @@ func TestConformanceLive(t *testing.T) {
 			if u := os.Getenv("HERMES_SANDBOX_VERCEL_API_URL"); u != "" {
 				cfg.Vercel.APIURL = u
 			}
-			b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: os.Environ()}, Options{})
+			b, err := NewWith(cfg.Vercel, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: os.Environ()}), Options{})
 			if err != nil {
 				t.Fatalf("NewWith() = %v", err)
 			}

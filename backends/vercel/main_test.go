@@ -138,12 +138,12 @@ func testImage(t testing.TB) string {
 	os.WriteFile(filepath.Join(dir, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "etc", "group"), []byte("root:x:0:\n"), 0o644)
 	cfg := config.NewConfig()
-	db, err := docker.NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir(), Environ: os.Environ()}, docker.Options{})
+	db, err := docker.NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), docker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Import(ctx, docker.ImportSource{RootfsDir: dir}, ref, nil); err != nil {
+	if _, err := db.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
 		t.Fatalf("import the fake's image: %v", err)
 	}
 	testImg.ref = ref
@@ -178,7 +178,8 @@ func (s *setup) config(mut func(*config.Config)) *config.Config {
 // backend returns a backend on the fake; each call is like a new process.
 func (s *setup) backend(t testing.TB, mut func(*config.Config)) *Backend {
 	t.Helper()
-	b, err := NewWith(sandbox.FactoryOptions{Config: s.config(mut), StateDir: s.state, Environ: []string{"PATH=/usr/bin:/bin"}}, Options{})
+	cfg := s.config(mut)
+	b, err := NewWith(cfg.Vercel, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: s.state, Environ: []string{"PATH=/usr/bin:/bin"}}), Options{})
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,10 +211,9 @@ func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload
 // passEnv is terminal.env_passthrough, given to the helper once.
 func (b *Backend) passEnv() map[string]string {
 	out := map[string]string{}
-	for _, n := range b.opts.Config.Terminal.EnvPassthrough {
-		if v, ok := b.opts.Getenv(n); ok {
-			out[n] = v
-		}
+	for _, kv := range b.opts.Passthrough() {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
 	}
 	return out
 }

@@ -123,34 +123,15 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) 
 	return snap.ID, nil
 }
 
-// GCOptions say what gc removes.
-type GCOptions struct {
-	// IdleTimeout: stopped sandboxes unchanged for longer are removed (0 = 24h).
-	IdleTimeout time.Duration
-	DryRun      bool
-}
-
-// GCItem is one sandbox gc removed or kept.
-type GCItem struct {
-	Kind   string `json:"kind"`
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
-
-// GCReport lists what gc did.
-type GCReport struct {
-	Removed []GCItem `json:"removed"`
-	Kept    []GCItem `json:"kept"`
-}
-
-// GC deletes this owner's tagged sandboxes that failed, or have been stopped longer than
-// the idle timeout. Running sandboxes and anything without our tags are never touched.
-func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+// Collect (gc) deletes this owner's tagged sandboxes that failed, or have been stopped
+// longer than the idle timeout (default 24h). Running sandboxes and anything without our
+// tags are never touched. Snapshots are kept.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
 	idle := opts.IdleTimeout
 	if idle <= 0 {
 		idle = 24 * time.Hour
 	}
-	var rep GCReport
+	var rep sandbox.GCReport
 	list, err := b.ours(ctx)
 	if err != nil {
 		return rep, err
@@ -165,7 +146,7 @@ func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		case sb.Status == StatusStopped && since > idle:
 			reason = fmt.Sprintf("stopped for %s", since.Round(time.Second))
 		}
-		item := GCItem{Kind: "sandbox", Name: session + " (" + sb.Name + ")", Reason: reason}
+		item := sandbox.GCItem{Kind: "sandbox", Name: session + " (" + sb.Name + ")", Reason: reason}
 		if reason == "" {
 			item.Reason = string(sb.Status)
 			rep.Kept = append(rep.Kept, item)

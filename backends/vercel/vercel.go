@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -69,15 +70,18 @@ type Backend struct {
 	closed atomic.Bool
 }
 
-// New builds the vercel backend from the configuration. It resolves the credentials but
+// New builds the vercel backend from its config section. It resolves the credentials but
 // makes no request.
-func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) { return NewWith(opts, Options{}) }
+func New(cfg config.VercelConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	b, err := NewWith(cfg, opts, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // NewWith is New with extra options for Go callers.
-func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
-	if opts.Config == nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("no configuration: %w", sandbox.ErrInvalidConfig)}
-	}
+func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	if opts.StateDir == "" {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("no state directory: %w", sandbox.ErrInvalidConfig)}
 	}
@@ -85,7 +89,6 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
 	}
-	cfg := opts.Config.Vercel
 	creds, err := resolveCredentials(cfg, opts)
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
@@ -102,7 +105,7 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	sum := sha256.Sum256([]byte(owner + "\x00" + state))
 	return &Backend{
 		opts: opts, extra: extra, log: opts.Log().With("backend", Name), api: api, creds: creds, set: set,
-		shell: string(opts.Config.Terminal.Shell), scope: hex.EncodeToString(sum[:])[:8], owner: owner,
+		shell: opts.Shell, scope: hex.EncodeToString(sum[:])[:8], owner: owner,
 		recordDir: filepath.Join(state, "vercel", "sessions"), spillDir: filepath.Join(state, "output"),
 	}, nil
 }
@@ -128,7 +131,8 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	} else {
 		iso += "; network limited to " + strings.Join(b.set.allow, ", ")
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Isolation: iso, Network: len(b.set.allow) > 0}
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true,
+		Isolation: iso, Network: len(b.set.allow) > 0}
 }
 
 // Warnings says when the configuration opens the network.
@@ -228,4 +232,5 @@ var (
 	_ sandbox.Checker        = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
 	_ sandbox.Baseliner      = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
 )

@@ -51,7 +51,7 @@ func TestCredentials(t *testing.T) {
 			if tt.mut != nil {
 				tt.mut(cfg)
 			}
-			b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir(), Environ: tt.environ}, Options{})
+			b, err := NewWith(cfg.Vercel, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: tt.environ}), Options{})
 			if tt.errHas != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.errHas) || !errors.Is(err, sandbox.ErrInvalidConfig) {
 					t.Fatalf("NewWith() error = %v; want ErrInvalidConfig mentioning %q", err, tt.errHas)
@@ -283,7 +283,7 @@ func TestNetworkPolicyAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.f.stop(s.f.current("deny"))
-	rep, err := b.GC(ctx, GCOptions{IdleTimeout: time.Nanosecond})
+	rep, err := b.Collect(ctx, sandbox.GCOptions{IdleTimeout: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,10 +204,23 @@ type ExitInfo struct {
 	DurationNS  int64  `json:"duration_ns"`
 }
 
+// ErrorKind classifies a failure the helper reports; clients map it to sentinel errors.
+type ErrorKind string
+
+// The helper's error kinds, the same on both ends of the stream.
+const (
+	KindNotFound    ErrorKind = "not_found"
+	KindExists      ErrorKind = "exists"
+	KindPermission  ErrorKind = "permission"
+	KindInvalid     ErrorKind = "invalid"
+	KindUnsupported ErrorKind = "unsupported"
+	KindIO          ErrorKind = "io"
+)
+
 // RemoteError is a failure the helper reports for a call or run.
 type RemoteError struct {
-	Kind    string `json:"kind"` // not_found, invalid, unsupported, exists, io
-	Message string `json:"message"`
+	Kind    ErrorKind `json:"kind"`
+	Message string    `json:"message"`
 }
 
 func (e *RemoteError) Error() string { return e.Message }

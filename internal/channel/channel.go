@@ -111,12 +111,14 @@ func (s *Session) wrap(op string, err error) error {
 	var re *agent.RemoteError
 	if errors.As(err, &re) {
 		switch re.Kind {
-		case "not_found":
-			err = kindError{re.Message, sandbox.ErrNotFound}
-		case "invalid":
-			err = kindError{re.Message, sandbox.ErrInvalidConfig}
-		case "permission":
-			err = kindError{re.Message, fs.ErrPermission}
+		case agent.KindNotFound:
+			err = sandbox.WithKind(sandbox.ErrNotFound, re)
+		case agent.KindInvalid:
+			err = sandbox.WithKind(sandbox.ErrInvalidConfig, re)
+		case agent.KindPermission:
+			err = sandbox.WithKind(fs.ErrPermission, re)
+		case agent.KindUnsupported:
+			err = sandbox.WithKind(sandbox.ErrUnsupported, re)
 		}
 	}
 	var se *sandbox.Error
@@ -125,15 +127,6 @@ func (s *Session) wrap(op string, err error) error {
 	}
 	return &sandbox.Error{Backend: s.opts.Backend, Op: op, ID: s.opts.Name, Err: err}
 }
-
-// kindError is a helper's message that matches a sentinel with errors.Is.
-type kindError struct {
-	msg  string
-	kind error
-}
-
-func (e kindError) Error() string { return e.msg }
-func (e kindError) Unwrap() error { return e.kind }
 
 // Exec runs cmd. On cancellation it returns the partial result (exit 130) together with an
 // error wrapping ctx.Err(); the process tree inside the sandbox is already gone by then.

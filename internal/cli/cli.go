@@ -31,7 +31,7 @@ type app struct {
 	sandboxFlag string
 	configFlag  string
 
-	registry *sandbox.Registry
+	registry *sandbox.Registry[*config.Config]
 	// closers run when the command is done (the audit log).
 	closers []io.Closer
 }
@@ -136,17 +136,26 @@ func (a *app) getenv(name string) string {
 }
 
 func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
-	return sandbox.FactoryOptions{Config: cfg, Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir()}
+	return cfg.BackendOptions(sandbox.FactoryOptions{Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir()})
+}
+
+// selectedName is the backend chosen by --sandbox, else by the configuration; "" for auto.
+func (a *app) selectedName(cfg *config.Config) string {
+	name := a.sandboxFlag
+	if name == "" {
+		name = string(cfg.Terminal.Backend)
+	}
+	if name == "auto" {
+		return ""
+	}
+	return name
 }
 
 // backendName decides which backend runs: --sandbox, else the configured one. Only "auto"
 // (nothing configured) picks by itself, and then it says so.
 func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, error) {
-	name := a.sandboxFlag
+	name := a.selectedName(cfg)
 	if name == "" {
-		name = string(cfg.Terminal.Backend)
-	}
-	if name == "" || name == "auto" {
 		return a.autoBackend(ctx, cfg), nil
 	}
 	if !sandbox.ValidName(name) {
@@ -160,7 +169,7 @@ func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, erro
 func (a *app) autoBackend(ctx context.Context, cfg *config.Config) string {
 	reason := "docker is not built into this binary"
 	if a.registry.Has("docker") {
-		b, err := a.registry.New("docker", a.factoryOptions(cfg))
+		b, err := a.registry.New("docker", cfg, a.factoryOptions(cfg))
 		if err == nil {
 			defer b.Close()
 			if ch, ok := b.(sandbox.Checker); ok {
@@ -189,5 +198,5 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config) (sandbox.Back
 		return nil, fmt.Errorf("backend %q is not built into this version of hermes-sandbox (available: %s); choose another with --sandbox or `hermes-sandbox config set sandbox NAME`",
 			name, strings.Join(a.registry.Names(), ", "))
 	}
-	return a.registry.New(name, a.factoryOptions(cfg))
+	return a.registry.New(name, cfg, a.factoryOptions(cfg))
 }

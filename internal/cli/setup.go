@@ -216,7 +216,7 @@ func (a *app) ask(in *bufio.Reader, prompt, def string, secret bool) string {
 // recommend picks a backend from what this machine has.
 func (a *app) recommend(ctx context.Context) (string, string) {
 	if a.registry.Has("docker") {
-		if b, err := a.registry.New("docker", a.factoryOptions(config.NewConfig())); err == nil {
+		if b, err := a.registry.New("docker", config.NewConfig(), a.factoryOptions(config.NewConfig())); err == nil {
 			defer b.Close()
 			if ch, ok := b.(sandbox.Checker); ok {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
