@@ -55,6 +55,10 @@ func TestCLIAgainstFake(t *testing.T) {
 	if code, out, errOut := run("exec", "--json", "-c", "pwd"); code != 0 || !strings.Contains(out, `"stdout":"/tmp\n"`) || !strings.Contains(out, `"environment_recreated":false`) {
 		t.Errorf("exec after snapshot = %d %q %q; want /tmp, not recreated", code, out, errOut)
 	}
+	// gc keeps a running sandbox (and names it).
+	if code, out, errOut := run("gc", "--idle", "1ns"); code != 0 || !strings.Contains(out, "kept sandbox default") {
+		t.Errorf("gc = %d %q %q; want the running default session kept", code, out, errOut)
+	}
 	if code, out, errOut := run("sessions", "rm", "default"); code != 0 || out != "removed default\n" {
 		t.Errorf("sessions rm = %d %q %q", code, out, errOut)
 	}
