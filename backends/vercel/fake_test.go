@@ -1173,6 +1173,19 @@ func (f *fake) sandboxByTag(session string) *fSandbox {
 	return nil
 }
 
+// countSuffix counts the requests whose "METHOD path" ends with suffix.
+func (f *fake) countSuffix(suffix string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if strings.HasSuffix(r, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
 // current is the VM session id of the session's sandbox.
 func (f *fake) current(session string) string {
 	sb := f.sandboxByTag(session)

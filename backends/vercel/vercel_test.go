@@ -242,11 +242,15 @@ func TestSnapshotRestore(t *testing.T) {
 			s.f.mu.Lock()
 			s.f.failSnapshots = false
 			s.f.mu.Unlock()
+			writes := s.f.countSuffix("/fs/write")
 			sess3, _ := s.backend(t, mut).Open(ctx, "snap")
 			defer sess3.Close()
 			res = run(t, sess3, "cat /vercel/sandbox/f")
 			if res.Stdout != "saved\n" || !res.EnvironmentRecreated {
 				t.Errorf("after restoring = %q recreated %v; want saved, true", res.Stdout, res.EnvironmentRecreated)
+			}
+			if n := s.f.countSuffix("/fs/write") - writes; n != 0 {
+				t.Errorf("restoring uploaded the helper again (%d fs/write); the snapshot holds it", n)
 			}
 		})
 	}
