@@ -52,6 +52,9 @@ type TerminalConfig struct {
 	OutputLimit    int           `yaml:"output_limit"`    // max bytes of output returned per command
 	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
 	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
+	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
+	// command a fresh one, removed when it ends (as `exec --ephemeral`).
+	Persistence Persistence `yaml:"persistence"`
 }
 
 // DockerConfig is the docker section.
@@ -189,6 +192,7 @@ func NewConfig() *Config {
 			Shell:          ShellAuto,
 			OutputLimit:    50000,
 			EnvPassthrough: []string{},
+			Persistence:    PersistenceSession,
 		},
 		Docker: DockerConfig{
 			Image:          "python:3.12-slim",

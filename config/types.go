@@ -432,3 +432,26 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
+
+// Persistence is terminal.persistence: whether a session's sandbox outlives a command.
+type Persistence string
+
+// Persistence choices.
+const (
+	// PersistenceSession keeps each session's sandbox and shell state between commands.
+	PersistenceSession Persistence = "session"
+	// PersistenceEphemeral gives every command a fresh sandbox, removed when it ends.
+	PersistenceEphemeral Persistence = "ephemeral"
+)
+
+var allPersistences = []Persistence{PersistenceSession, PersistenceEphemeral}
+
+// ParsePersistence parses session or ephemeral.
+func ParsePersistence(s string) (Persistence, error) {
+	return parseEnum("persistence", s, allPersistences)
+}
+
+// UnmarshalText parses with ParsePersistence.
+func (p *Persistence) UnmarshalText(text []byte) error {
+	return unmarshalEnum(p, ParsePersistence, text)
+}

@@ -37,6 +37,9 @@ func (a *analyzer) checkEnv(name string, val field, hasVal bool) {
 		a.add(ruleGateEnv)
 		return
 	}
+	if hasVal && agentBypassEnv(name, val.s) {
+		a.add(ruleAgentBypass)
+	}
 	switch name {
 	case "HISTFILE":
 		if hasVal && (val.s == "" || val.s == "/dev/null") {

@@ -78,6 +78,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
 	dir := b.sessionDir(name)
+	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
 		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd})
 		if err != nil {
@@ -105,6 +106,37 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger}), nil
+}
+
+// homeFile records, in a session's state, the directory the session was created in.
+const homeFile = "created-in"
+
+// noteHome binds a new session to the directory it is created in, and says so when the
+// session is used from another directory: a local session keeps its own working directory
+// (like a terminal tab), so `make test` from project B in a session made in project A runs in
+// A. The notice goes to the progress writer (the CLI's stderr).
+func (b *Backend) noteHome(name, dir string) {
+	if b.opts.Cwd != "" {
+		return // a configured directory: every session starts there on purpose
+	}
+	here := b.cwd
+	home, err := os.ReadFile(filepath.Join(dir, homeFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if os.MkdirAll(dir, 0o700) == nil {
+			_ = os.WriteFile(filepath.Join(dir, homeFile), []byte(here), 0o600)
+		}
+		return
+	}
+	if err != nil || b.opts.Progress == nil || here == "" {
+		return
+	}
+	h := string(home)
+	if h == here || strings.HasPrefix(here, h+string(filepath.Separator)) {
+		return
+	}
+	fmt.Fprintf(b.opts.Progress, "hermes-sandbox: local session %q belongs to %s (it was created there) and keeps its own directory; "+
+		"this command does not run in %s. Use --cwd . to move the session here, or --session NAME for a session of this directory.\n",
+		name, h, here)
 }
 
 // Sessions lists the sessions with saved state.

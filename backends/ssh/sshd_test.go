@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type testSSHD struct {
 	log  *bytes.Buffer
 	done chan struct{}
 }
+
+// noSFTP, given to newTestSSHD, leaves the sftp subsystem out of the server's config.
+const noSFTP = "# no sftp subsystem"
 
 // newTestSSHD starts sshd, or skips (fails when HERMES_SANDBOX_TEST_REQUIRE=ssh) when there
 // is none.
@@ -135,7 +139,13 @@ func (d *testSSHD) writeConfig() string {
 		"MaxStartups 64",
 		"LogLevel VERBOSE",
 	}
-	lines = append(lines, d.extra...)
+	for _, x := range d.extra {
+		if x == noSFTP { // a hardened server: no sftp subsystem at all
+			lines = slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Subsystem sftp") })
+			continue
+		}
+		lines = append(lines, x)
+	}
 	p := filepath.Join(d.dir, "sshd_config")
 	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		d.t.Fatal(err)

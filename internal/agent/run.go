@@ -26,12 +26,12 @@ const (
 // wrapper runs the user's script in the session's shell. The exit trap saves the working
 // directory and exported environment, so `cd` and `export` carry over, even when the script
 // calls exit. The script arrives in an environment variable (or a file, when large) so it is
-// never parsed by anything but the shell.
-const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE
-unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE
-trap '__hermes_rc=$?; { printf "%s\0" "$PWD"; export -p; } >"$__hermes_st" 2>/dev/null; exit $__hermes_rc' EXIT
-if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi
-`
+// never parsed by anything but the shell. The wrapper is one line, so the shell's error
+// messages carry the user's own line numbers ("line 1: nosuchprog: command not found").
+const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE; ` +
+	`unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE; ` +
+	`trap '__hermes_rc=$?; { printf "%s\0" "$PWD"; export -p; } >"$__hermes_st" 2>/dev/null; exit $__hermes_rc' EXIT; ` +
+	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi`
 
 // largeScript is the size above which a script goes through a file: one environment string
 // may not exceed 128 KiB on Linux.

@@ -95,6 +95,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.sandboxFlag, "sandbox", "", "backend for this run: "+strings.Join(sandbox.BuiltinNames, ", "))
+	root.PersistentFlags().StringVar(&a.sandboxFlag, "terminal", "", "alias of --sandbox (Hermes's spelling)")
 	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $HERMES_SANDBOX_CONFIG or ~/.config/hermes-sandbox/config.yaml)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -114,6 +115,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.jobsCmd(),
 		agentCmd(),
 	)
+	a.registerCompletions(root)
 	return root
 }
 
@@ -142,6 +144,9 @@ func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
 // selectedName is the backend chosen by --sandbox, else by the configuration; "" for auto.
 func (a *app) selectedName(cfg *config.Config) string {
 	name := a.sandboxFlag
+	if name == "vercel_sandbox" { // Hermes's name
+		name = "vercel"
+	}
 	if name == "" {
 		name = string(cfg.Terminal.Backend)
 	}

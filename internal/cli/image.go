@@ -116,7 +116,7 @@ filesystem lacks. Then point the backend at it with 'hermes-sandbox config set B
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(pull, imp, list)
+	cmd.AddCommand(pull, imp, list, a.imageBuildCmd())
 	return cmd
 }
 
