@@ -16,6 +16,8 @@ func TestConformanceFake(t *testing.T) {
 	s := newSetup(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return s.backend(t, nil) },
+		// Each session is a container created through the engine: slow on a loaded machine.
+		Slow: 2,
 	})
 }
 
@@ -24,6 +26,7 @@ func TestConformanceFake(t *testing.T) {
 func TestConformanceFakeGated(t *testing.T) {
 	s := newSetup(t)
 	sandboxtest.Run(t, sandboxtest.Options{
+		Slow: 2,
 		NewBackend: func(t testing.TB) sandbox.Backend {
 			return gate.Wrap(s.backend(t, nil), gate.Options{Mode: config.ApprovalOff, Tools: config.NewConfig().Tools})
 		},

@@ -1150,12 +1150,13 @@ func (f *fake) pty(w http.ResponseWriter, r *http.Request) {
 
 // helpers for tests ---------------------------------------------------------------------
 
-func (f *fake) count(prefix string) int {
+// count counts the authorised requests ("METHOD path") that match.
+func (f *fake) count(match func(req string) bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
 	for _, r := range f.requests {
-		if strings.HasPrefix(r, prefix) {
+		if match(r) {
 			n++
 		}
 	}
@@ -1171,19 +1172,6 @@ func (f *fake) sandboxByTag(session string) *fSandbox {
 		}
 	}
 	return nil
-}
-
-// countSuffix counts the requests whose "METHOD path" ends with suffix.
-func (f *fake) countSuffix(suffix string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, r := range f.requests {
-		if strings.HasSuffix(r, suffix) {
-			n++
-		}
-	}
-	return n
 }
 
 // current is the VM session id of the session's sandbox.

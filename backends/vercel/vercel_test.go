@@ -93,7 +93,7 @@ func TestCredentialsRefused(t *testing.T) {
 	if err := s.backend(t, nil).Check(ctxT(t, 30*time.Second)); err != nil {
 		t.Errorf("Check() with the right credentials = %v", err)
 	}
-	if n := f.count("GET /v2/sandboxes"); n != 1 {
+	if n := f.count(func(r string) bool { return strings.HasPrefix(r, "GET /v2/sandboxes") }); n != 1 {
 		t.Errorf("authorised list requests = %d; want 1 (refused ones are not served)", n)
 	}
 }
@@ -132,7 +132,9 @@ func TestCommandStreamReconnects(t *testing.T) {
 	if starts != 1 {
 		t.Errorf("the command was started %d times; want 1", starts)
 	}
-	if n := s.f.count("GET /v2/sandboxes/sessions/" + vm.ID + "/cmd/" + cmd.ID + "/logs"); n < 2 {
+	if n := s.f.count(func(r string) bool {
+		return strings.HasPrefix(r, "GET /v2/sandboxes/sessions/"+vm.ID+"/cmd/"+cmd.ID+"/logs")
+	}); n < 2 {
 		t.Errorf("logs requests = %d; want at least 2 (one cut, one complete)", n)
 	}
 }
@@ -242,14 +244,14 @@ func TestSnapshotRestore(t *testing.T) {
 			s.f.mu.Lock()
 			s.f.failSnapshots = false
 			s.f.mu.Unlock()
-			writes := s.f.countSuffix("/fs/write")
+			writes := s.f.count(func(r string) bool { return strings.HasSuffix(r, "/fs/write") })
 			sess3, _ := s.backend(t, mut).Open(ctx, "snap")
 			defer sess3.Close()
 			res = run(t, sess3, "cat /vercel/sandbox/f")
 			if res.Stdout != "saved\n" || !res.EnvironmentRecreated {
 				t.Errorf("after restoring = %q recreated %v; want saved, true", res.Stdout, res.EnvironmentRecreated)
 			}
-			if n := s.f.countSuffix("/fs/write") - writes; n != 0 {
+			if n := s.f.count(func(r string) bool { return strings.HasSuffix(r, "/fs/write") }) - writes; n != 0 {
 				t.Errorf("restoring uploaded the helper again (%d fs/write); the snapshot holds it", n)
 			}
 		})
