@@ -176,6 +176,13 @@ type AuditConfig struct {
 	Enabled        bool       `yaml:"enabled"`
 	Level          AuditLevel `yaml:"level"`
 	LogDestination string     `yaml:"log_destination"` // local path; may start with ~
+	// OnFailure is what happens to a call whose intent cannot be recorded: refuse it, or run
+	// it and warn.
+	OnFailure AuditOnFailure `yaml:"on_failure"`
+	// Witness sends each record's seq and MAC to the system log: "", syslog or journald.
+	Witness AuditWitness `yaml:"witness"`
+	// WitnessSocket overrides the witness's socket (/dev/log, /run/systemd/journal/socket).
+	WitnessSocket string `yaml:"witness_socket"`
 }
 
 // MCPConfig is the mcp section.
@@ -237,6 +244,7 @@ func NewConfig() *Config {
 			Enabled:        true,
 			Level:          AuditFull,
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
+			OnFailure:      AuditRefuse,
 		},
 		MCP: MCPConfig{Listen: "127.0.0.1:8765"},
 	}

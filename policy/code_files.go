@@ -45,7 +45,7 @@ func (a *analyzer) codeFileOps(key, code string, lits []codeLit) {
 			for _, span := range callSites(code, name, lits, key == "perl") {
 				if f, ok := pathArg(span); ok {
 					f.glob = strings.ContainsAny(f.s, "*?[")
-					a.deleteTarget(f, delOpts{recursive: recursive, force: recursive})
+					a.deleteTarget(f, delOpts{recursive: recursive, force: true}) // every file the glob finds
 				}
 			}
 		}

@@ -47,6 +47,11 @@ func namesSupervisor(s string) bool {
 		if s == p || strings.TrimSuffix(s, ".exe") == p {
 			return true
 		}
+		// pkill and pgrep match their pattern anywhere in the name or
+		// command line: "agent" matches sandbox-agent.
+		if len(s) >= 4 && strings.Contains(p, s) {
+			return true
+		}
 		// pkill -f matches the whole command line: a word of it suffices.
 		for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '/' || r == '.' || r == '*' }) {
 			if w == p && p != "node" {

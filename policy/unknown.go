@@ -102,6 +102,12 @@ func (a *analyzer) codeExtra(lang, code string) {
 	if infinite && containsAny(low, []string{".append(", ".push(", "+=", "malloc", ".concat(", "extend("}) || hugeAlloc.MatchString(low) {
 		a.add(ruleFillDisk)
 	}
+	for _, f := range agentSettingsFiles {
+		if strings.Contains(code, f) && codeWrites(code) {
+			a.add(ruleAgentSettings) // json.dump(d, open(settings, "w"))
+			break
+		}
+	}
 	if hasNetFetch(code) && containsAny(code, []string{"os.environ", "process.env", "$ENV{", "ENV[", "getenv", "System.getenv"}) {
 		a.add(ruleExfil)
 	}
