@@ -159,6 +159,10 @@ type VercelConfig struct {
 	VCPUs     int           `yaml:"vcpus"` // 0 = provider default
 	Timeout   time.Duration `yaml:"timeout"`
 	APIURL    string        `yaml:"api_url"` // "" = provider default
+	// Ports (numbers) are exposed through the sandbox's routes.
+	Ports []string `yaml:"ports"`
+	// NetworkAllow lists the domains commands may reach; empty = no network (deny-all).
+	NetworkAllow []string `yaml:"network_allow"`
 
 	Token     Secret `yaml:"token"`      // secrets.yaml or VERCEL_TOKEN
 	OIDCToken Secret `yaml:"oidc_token"` // secrets.yaml or VERCEL_OIDC_TOKEN

@@ -275,8 +275,18 @@ func (c *Config) validateOthers(v *validator) {
 	v.nonNegative("daytona.memory", int64(d.MemoryGiB))
 
 	vc := &c.Vercel
-	if strings.TrimSpace(vc.Runtime) == "" {
-		v.failf("vercel.runtime", "must not be empty")
+	if vc.Runtime != strings.TrimSpace(vc.Runtime) {
+		v.failf("vercel.runtime", "must not have surrounding spaces (empty = the image's default)")
+	}
+	for _, p := range vc.Ports {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			v.failf("vercel.ports", "%q is not a port number between 1 and 65535", p)
+		}
+	}
+	for _, d := range vc.NetworkAllow {
+		if d == "" || strings.ContainsAny(d, " /:") {
+			v.failf("vercel.network_allow", "%q is not a domain name (for example api.github.com or *.npmjs.org)", d)
+		}
 	}
 	v.nonNegative("vercel.vcpus", int64(vc.VCPUs))
 	v.positive("vercel.timeout", vc.Timeout)

@@ -10,6 +10,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/modal"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/vercel"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -29,5 +30,6 @@ func Backends() *sandbox.Registry[*config.Config] {
 	r.Register(singularity.Name, func(c cfg, o opts) (sandbox.Backend, error) { return singularity.New(c.Singularity, o) })
 	r.Register(modal.Name, func(c cfg, o opts) (sandbox.Backend, error) { return modal.New(c.Modal, o) })
 	r.Register(daytona.Name, func(c cfg, o opts) (sandbox.Backend, error) { return daytona.New(c.Daytona, o) })
+	r.Register(vercel.Name, func(c cfg, o opts) (sandbox.Backend, error) { return vercel.New(c.Vercel, o) })
 	return r
 }

@@ -21,7 +21,9 @@ configured, the first backend that collects) leaves behind. docker: this state d
 session containers idle longer than docker.idle_timeout (default 30m) that run nothing beyond
 their init, warm-pool containers left by processes that are gone, and workspace volumes no
 container uses. singularity: instances idle longer than --idle with no helper attached and no
-background job (their workspaces stay), and cached SIF files nothing uses. A removed session
+background job (their workspaces stay), and cached SIF files nothing uses. vercel: this
+owner's tagged sandboxes that failed or stayed stopped longer than --idle (default 24h); their
+snapshots stay. A removed session
 starts fresh on its next command, which reports environment_recreated.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -67,8 +67,8 @@ func (a *app) gateClassifier(cfg *config.Config, backend sandbox.Backend) *polic
 	auditPath := a.expandHome(cfg.Audit.LogDestination)
 	return policy.New(policy.Options{
 		ProtectedPaths: a.protectedPaths(cfg, auditPath),
-		WorkDir: workDir(backend),
-		Home:    a.getenv("HOME"),
+		WorkDir:        workDir(backend),
+		Home:           a.getenv("HOME"),
 	})
 }
 

@@ -88,10 +88,11 @@ func (a *app) sessionsCmd() *cobra.Command {
 	rm.Flags().BoolVar(&rmAll, "all", false, "remove every session of the backend")
 	snapshot := &cobra.Command{
 		Use:   "snapshot NAME",
-		Short: "Store a filesystem snapshot of the session's sandbox (backends that can, e.g. modal)",
-		Long: `Takes a filesystem snapshot of the session's running sandbox and remembers its image id
-with the session. With modal.restore_from_snapshot: true, a sandbox that has to be recreated
-(timed out, terminated) starts from the latest snapshot instead of the bare image.`,
+		Short: "Store a filesystem snapshot of the session's sandbox (backends that can: modal, vercel)",
+		Long: `Takes a filesystem snapshot of the session's sandbox with the backend's own API and remembers
+it with the session. modal: with modal.restore_from_snapshot: true, a sandbox that has to be
+recreated starts from the latest snapshot. vercel: taking a snapshot stops the sandbox (the
+next command resumes it), and a sandbox that is later lost is restored from it.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, done, err := a.sessionManager(cmd)

@@ -1,0 +1,127 @@
+package vercel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// ensure makes sure the session's sandbox has a running VM session. A sandbox found by name
+// is used as it is, or resumed when stopped (files kept: not recreated); only a sandbox that
+// is gone (while this machine had one) or has failed is made anew, and then recreated is
+// true. fresh says the sandbox was just created empty (not from a snapshot, which already
+// holds the helper), so the helper must be uploaded.
+func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, recreated, fresh bool, err error) {
+	name := b.sandboxName(session)
+	rec, had := b.readRecord(session)
+	wait := 50 * time.Millisecond
+	created := false
+	for {
+		got, err := b.api.GetSandbox(ctx, name, true)
+		switch {
+		case isNotFound(err):
+			vm, fresh, err = b.create(ctx, session, rec)
+			if err != nil {
+				return nil, false, false, err
+			}
+			recreated, created = had, true
+		case err != nil:
+			return nil, false, false, b.apiErr("find sandbox", name, err)
+		default:
+			switch got.Session.Status {
+			case StatusRunning, StatusPending:
+				vm = &got.Session
+			case StatusFailed, StatusAborted:
+				b.log.Warn("session's sandbox failed; recreating it", "session", session, "sandbox", name, "status", got.Session.Status)
+				if err := b.api.DeleteSandbox(ctx, name); err != nil && !isNotFound(err) {
+					return nil, false, false, b.apiErr("delete failed sandbox", name, err)
+				}
+				if vm, fresh, err = b.create(ctx, session, rec); err != nil {
+					return nil, false, false, err
+				}
+				recreated, created = true, true
+			default: // stopping, snapshotting, or stopped: wait, then resume
+				if err := sleepCtx(ctx, wait); err != nil {
+					return nil, false, false, b.apiErr("resume sandbox", name, fmt.Errorf("still %s: %w", got.Session.Status, err))
+				}
+				wait = min(wait*2, time.Second)
+				continue
+			}
+		}
+		if vm, err = b.waitRunning(ctx, vm); err != nil {
+			return nil, false, false, err
+		}
+		if !had || created {
+			rec.Sandbox = name
+			if created || rec.Created.IsZero() {
+				rec.Created = time.Now()
+			}
+			if err := b.writeRecord(session, rec); err != nil {
+				b.log.Warn("session record", "session", session, "err", err)
+			}
+		}
+		return vm, recreated, fresh, nil
+	}
+}
+
+// create makes the session's sandbox: from its newest snapshot when it has one, else new.
+// A restore that fails falls back to a new sandbox and keeps the snapshot and its record.
+// A restore never sends the runtime: the snapshot carries it (so it works with
+// vercel.runtime set or not). empty is false for a restored sandbox.
+func (b *Backend) create(ctx context.Context, session string, rec record) (vm *VMSession, empty bool, err error) {
+	req := CreateSandboxRequest{Name: b.sandboxName(session), Persistent: true, Runtime: b.set.runtime,
+		Timeout: b.set.timeout.Milliseconds(), Ports: b.set.ports, NetworkPolicy: b.set.networkPolicy(), Tags: b.tags(session)}
+	if b.set.vcpus > 0 {
+		req.Resources = &Resources{VCPUs: b.set.vcpus}
+	}
+	if n := len(rec.Snapshots); n > 0 {
+		restore := req
+		restore.Runtime = ""
+		restore.Source = &Source{Type: "snapshot", SnapshotID: rec.Snapshots[n-1]}
+		got, err := b.api.CreateSandbox(ctx, restore)
+		if err == nil {
+			return &got.Session, false, nil
+		}
+		b.log.Warn("restore from snapshot failed; starting a new sandbox (the snapshot is kept)", "session", session,
+			"snapshot", rec.Snapshots[n-1], "err", err)
+	}
+	got, err := b.api.CreateSandbox(ctx, req)
+	if err != nil {
+		return nil, false, b.apiErr("create sandbox", req.Name, err)
+	}
+	return &got.Session, true, nil
+}
+
+// waitRunning polls a VM session until it runs.
+func (b *Backend) waitRunning(ctx context.Context, vm *VMSession) (*VMSession, error) {
+	wait := 25 * time.Millisecond
+	for vm.Status != StatusRunning {
+		switch vm.Status {
+		case StatusFailed, StatusAborted, StatusStopped:
+			return nil, &sandbox.Error{Backend: Name, Op: "start sandbox", ID: vm.ID, Err: fmt.Errorf("the VM session is %s: %w", vm.Status, sandbox.ErrUnavailable)}
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return nil, b.apiErr("start sandbox", vm.ID, err)
+		}
+		wait = min(wait*2, 500*time.Millisecond)
+		got, err := b.api.GetSession(ctx, vm.ID)
+		if err != nil {
+			return nil, b.apiErr("start sandbox", vm.ID, err)
+		}
+		vm = got
+	}
+	return vm, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

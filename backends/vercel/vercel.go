@@ -1,0 +1,236 @@
+// Package vercel runs each session in its own Vercel Sandbox (a Firecracker microVM) through
+// the Vercel Sandbox REST API, with a small typed client that follows the official SDK's
+// routes and schemas. Each session maps to one uniquely named, persistent Vercel sandbox,
+// tagged hermes-sandbox=1 with the session and owner; a later process finds it by name and
+// resumes it when it has stopped, files kept. Commands, jobs and files run through the
+// static sandbox-agent helper, uploaded once with fs/write and served over the session's
+// interactive PTY WebSocket in raw mode: Vercel commands have no stdin, and the PTY is the
+// only two-way stream the API offers.
+package vercel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Name is the backend's registry name.
+const Name = "vercel"
+
+// Tags every sandbox of ours carries; gc and sessions list only sandboxes tagged so.
+const (
+	tagMarker  = "hermes-sandbox"
+	tagSession = "hermes-session"
+	tagOwner   = "hermes-owner"
+)
+
+// Options are settings a Go program (or a test) adds to the configuration.
+type Options struct {
+	// HTTPClient replaces the default HTTP client (tests, proxies).
+	HTTPClient *http.Client
+	// Tags are added to every sandbox the backend creates.
+	Tags map[string]string
+}
+
+// Backend runs sessions in Vercel sandboxes of one team and project.
+type Backend struct {
+	opts  sandbox.FactoryOptions
+	extra Options
+	log   *slog.Logger
+	api   *Client
+	creds credentials
+	set   settings
+	shell string
+
+	scope     string // hash of owner and state directory: separates users and state dirs
+	owner     string
+	recordDir string
+	spillDir  string
+
+	agentMu sync.Mutex
+	agent   *agentUpload // the helper binary, read once
+
+	closed atomic.Bool
+}
+
+// New builds the vercel backend from its config section. It resolves the credentials but
+// makes no request.
+func New(cfg config.VercelConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	b, err := NewWith(cfg, opts, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// NewWith is New with extra options for Go callers.
+func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
+	if opts.StateDir == "" {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("no state directory: %w", sandbox.ErrInvalidConfig)}
+	}
+	state, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
+	}
+	creds, err := resolveCredentials(cfg, opts)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
+	}
+	set, err := resolveSettings(cfg)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
+	}
+	api, err := NewClient(cfg.APIURL, creds.token, creds.teamID, creds.project, extra.HTTPClient)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
+	}
+	owner := ownerName()
+	sum := sha256.Sum256([]byte(owner + "\x00" + state))
+	return &Backend{
+		opts: opts, extra: extra, log: opts.Log().With("backend", Name), api: api, creds: creds, set: set,
+		shell: opts.Shell, scope: hex.EncodeToString(sum[:])[:8], owner: owner,
+		recordDir: filepath.Join(state, "vercel", "sessions"), spillDir: filepath.Join(state, "output"),
+	}, nil
+}
+
+// ownerName is user@host, recorded in a tag so people can tell whose sandbox it is.
+func ownerName() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// Name returns "vercel".
+func (b *Backend) Name() string { return Name }
+
+// Capabilities reports what vercel sessions do.
+func (b *Backend) Capabilities() sandbox.Capabilities {
+	iso := "Firecracker microVM (Vercel Sandbox); commands through the sandbox-agent helper over the interactive PTY WebSocket (raw mode)"
+	if len(b.set.allow) == 0 {
+		iso += "; network deny-all"
+	} else {
+		iso += "; network limited to " + strings.Join(b.set.allow, ", ")
+	}
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true,
+		Isolation: iso, Network: len(b.set.allow) > 0}
+}
+
+// Warnings says when the configuration opens the network.
+func (b *Backend) Warnings() []string {
+	if len(b.set.allow) > 0 {
+		return []string{"vercel.network_allow lets commands reach " + strings.Join(b.set.allow, ", ")}
+	}
+	return nil
+}
+
+// Close marks the backend closed. Sandboxes stay (they stop at their timeout).
+func (b *Backend) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9-]`)
+
+// sandboxName is the session's Vercel sandbox name: unique per owner and state directory,
+// so a later process finds it again, and made of what any name allows.
+func (b *Backend) sandboxName(session string) string {
+	slug := unsafeName.ReplaceAllString(strings.ToLower(session), "-")
+	if slug != session {
+		sum := sha256.Sum256([]byte(session))
+		slug += "-" + hex.EncodeToString(sum[:])[:6]
+	}
+	return "hermes-" + b.scope + "-" + slug
+}
+
+func (b *Backend) tags(session string) map[string]string {
+	t := map[string]string{tagMarker: "1", tagSession: session, tagOwner: b.owner, "hermes-scope": b.scope}
+	for k, v := range b.extra.Tags {
+		t[k] = v
+	}
+	return t
+}
+
+// Open returns the named session. Nothing is created until its first command.
+func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
+	if b.closed.Load() {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
+	}
+	s := &session{b: b, name: name, stop: make(chan struct{})}
+	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start, SpillDir: b.spillDir,
+		Logger: b.opts.Logger, OnClose: s.onClose})
+	return s, nil
+}
+
+// record is what this machine remembers about a session's sandbox.
+type record struct {
+	Sandbox string    `json:"sandbox"`
+	Created time.Time `json:"created"`
+	// Snapshots are the session's snapshots, newest last. A failed restore never removes one.
+	Snapshots []string `json:"snapshots,omitempty"`
+}
+
+func (b *Backend) recordPath(session string) string {
+	return filepath.Join(b.recordDir, session+".json")
+}
+
+func (b *Backend) readRecord(session string) (record, bool) {
+	data, err := os.ReadFile(b.recordPath(session))
+	if err != nil {
+		return record{}, false
+	}
+	var r record
+	if json.Unmarshal(data, &r) != nil {
+		return record{}, false
+	}
+	return r, true
+}
+
+func (b *Backend) writeRecord(session string, r record) error {
+	if err := os.MkdirAll(b.recordDir, 0o700); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(r)
+	tmp := b.recordPath(session) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, b.recordPath(session))
+}
+
+func (b *Backend) dropRecord(session string) {
+	if err := os.Remove(b.recordPath(session)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		b.log.Warn("session record", "session", session, "err", err)
+	}
+}
+
+var (
+	_ sandbox.Backend        = (*Backend)(nil)
+	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Checker        = (*Backend)(nil)
+	_ sandbox.Warner         = (*Backend)(nil)
+	_ sandbox.Baseliner      = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
+)
