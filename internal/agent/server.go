@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Options configure a helper.
@@ -33,6 +34,10 @@ type Server struct {
 	shell string
 	out   *frameWriter
 	state *sessionState
+
+	queue  fifo       // shell commands, one at a time
+	jobMu  sync.Mutex // job starts, so a job limit holds
+	timers []*time.Timer
 
 	mu     sync.Mutex
 	runs   map[uint32]*run
@@ -113,6 +118,9 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 	for id, pw := range s.writes {
 		pw.abort()
 		delete(s.writes, id)
+	}
+	for _, t := range s.timers {
+		t.Stop()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -200,11 +208,16 @@ func (s *Server) sendErrFrom(id uint32, err error) {
 		kind = "permission"
 	case errors.Is(err, errInvalid):
 		kind = "invalid"
+	case errors.Is(err, errLimit):
+		kind = "limit"
 	}
 	s.sendErr(id, kind, err.Error())
 }
 
-var errInvalid = errors.New("invalid request")
+var (
+	errInvalid = errors.New("invalid request")
+	errLimit   = errors.New("limit reached")
+)
 
 // go runs fn in a goroutine that Serve waits for.
 func (s *Server) goTracked(fn func()) {
