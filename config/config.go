@@ -52,6 +52,12 @@ type TerminalConfig struct {
 	OutputLimit    int           `yaml:"output_limit"`    // max bytes of output returned per command
 	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
 	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
+
+	// Sessions and their limits (README: "Session owners and limits").
+	KeepAlive  time.Duration `yaml:"keep_alive"`  // a session's owner exits after this long unused; 0 = no owner
+	SpillLimit Size          `yaml:"spill_limit"` // bytes of one command's spill file (head and tail kept)
+	JobTimeout time.Duration `yaml:"job_timeout"` // background jobs are killed after this long; 0 = never
+	MaxJobs    int           `yaml:"max_jobs"`    // background jobs running at once per session; 0 = unlimited
 }
 
 // DockerConfig is the docker section.
@@ -75,6 +81,7 @@ type DockerConfig struct {
 	IdleTimeout    time.Duration     `yaml:"idle_timeout"` // 0 = never reap idle containers
 	PoolSize       int               `yaml:"pool_size"`    // pre-started containers; 0 = none
 	Host           string            `yaml:"host"`         // engine address; "" = DOCKER_HOST or default
+	DiskLimit      Size              `yaml:"disk_limit"`   // size of a session's /workspace; 0 = unlimited
 }
 
 // SSHConfig is the ssh section, plus the ssh secrets.
@@ -173,7 +180,9 @@ type AuditConfig struct {
 
 // MCPConfig is the mcp section.
 type MCPConfig struct {
-	Listen string `yaml:"listen"` // host:port
+	Listen             string        `yaml:"listen"`               // host:port
+	MaxSessions        int           `yaml:"max_sessions"`         // MCP sessions open at once; 0 = unlimited
+	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"` // an unused MCP session is closed after this; 0 = never
 }
 
 // NewConfig returns the defaults.
@@ -185,6 +194,10 @@ func NewConfig() *Config {
 			Shell:          ShellAuto,
 			OutputLimit:    50000,
 			EnvPassthrough: []string{},
+			KeepAlive:      10 * time.Minute,
+			SpillLimit:     64 * Mebibyte,
+			JobTimeout:     24 * time.Hour,
+			MaxJobs:        16,
 		},
 		Docker: DockerConfig{
 			Image:          "python:3.12-slim",
@@ -200,6 +213,7 @@ func NewConfig() *Config {
 			EnvPassthrough: []string{},
 			ExtraHosts:     []string{},
 			IdleTimeout:    30 * time.Minute,
+			DiskLimit:      10 * Gibibyte,
 		},
 		SSH: SSHConfig{
 			Port:                  22,
@@ -230,7 +244,7 @@ func NewConfig() *Config {
 			Level:          AuditFull,
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 		},
-		MCP: MCPConfig{Listen: "127.0.0.1:8765"},
+		MCP: MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
 	}
 }
 

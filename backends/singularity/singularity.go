@@ -169,7 +169,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, Limits: channel.LimitsFrom(b.opts.Config.Terminal)})
 	return s, nil
 }
 

@@ -249,7 +249,7 @@ func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdou
 			defer close(pumped)
 			c.pumpStdin(id, stdin, stopStdin)
 		}()
-		defer endPump(stdin, stopStdin, pumped)
+		defer EndPump(stdin, stopStdin, pumped)
 	} else {
 		defer close(stopStdin)
 	}
@@ -315,10 +315,10 @@ func decodeRemoteError(b []byte) error {
 	return &re
 }
 
-// endPump stops a stdin copier when its command has ended. A reader with deadlines (a pipe,
+// EndPump stops a stdin copier when its command has ended. A reader with deadlines (a pipe,
 // a socket) is woken at once, so the copier ends now and reads nothing more from the
 // caller's stdin; with any other reader the copier ends at its next read.
-func endPump(r io.Reader, stop chan struct{}, pumped <-chan struct{}) {
+func EndPump(r io.Reader, stop chan struct{}, pumped <-chan struct{}) {
 	close(stop)
 	d, ok := r.(interface{ SetReadDeadline(time.Time) error })
 	if !ok || d.SetReadDeadline(time.Now()) != nil {

@@ -113,6 +113,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.auditCmd(),
 		a.jobsCmd(),
 		agentCmd(),
+		a.ownerCmd(),
 	)
 	return root
 }

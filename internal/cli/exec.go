@@ -116,7 +116,7 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Timeout = cfg.Terminal.Timeout
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
-	ctx, b, sess, done, err := a.openSession(ctx, cfg, f.session)
+	ctx, b, sess, done, err := a.openOwnedSession(ctx, cfg, f.session)
 	if err != nil {
 		return err
 	}
