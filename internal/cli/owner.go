@@ -310,7 +310,7 @@ func (a *app) runOwner(ctx context.Context, session, sock, fp string, ready *os.
 		ready.Close()
 	}
 	return channel.Serve(ctx, ln, sess, channel.OwnerOptions{
-		Hello: channel.OwnerHello{Backend: b.Name(), Session: session, Fingerprint: fp, Capabilities: b.Capabilities()},
+		Hello:     channel.OwnerHello{Backend: b.Name(), Session: session, Fingerprint: fp, Capabilities: b.Capabilities()},
 		KeepAlive: cfg.Terminal.KeepAlive,
 	})
 }
