@@ -160,8 +160,15 @@ type OwnerOptions struct {
 	Hello OwnerHello
 	// KeepAlive is how long the owner stays with no client before Serve returns.
 	KeepAlive time.Duration
-	Logger    *slog.Logger
+	// Socket, if set, is the path clients dial: once it is gone (removed with the state
+	// directory, or by a newer owner's start), the owner takes no new clients and exits
+	// when its current ones are done.
+	Socket string
+	Logger *slog.Logger
 }
+
+// socketCheck is how often an owner looks for its socket.
+const socketCheck = 2 * time.Second
 
 // Serve serves sess to the clients of ln until it has had no client for KeepAlive, a client
 // retires it, or ctx ends. Only connections from this user are accepted. When a client goes
@@ -205,6 +212,16 @@ func Serve(ctx context.Context, ln *net.UnixListener, sess sandbox.Session, opts
 	timer := time.NewTimer(opts.KeepAlive)
 	defer timer.Stop()
 	retired := o.retire()
+	var check <-chan time.Time
+	var sockIno uint64
+	if opts.Socket != "" {
+		var st unix.Stat_t
+		_ = unix.Stat(opts.Socket, &st)
+		sockIno = st.Ino
+		t := time.NewTicker(socketCheck)
+		defer t.Stop()
+		check = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -251,6 +268,12 @@ func Serve(ctx context.Context, ln *net.UnixListener, sess sandbox.Session, opts
 			o.mu.Unlock()
 			if n == 0 {
 				return nil
+			}
+		case <-check:
+			var st unix.Stat_t
+			if unix.Stat(opts.Socket, &st) != nil || st.Ino != sockIno {
+				log.Debug("socket gone; retiring", "socket", opts.Socket)
+				o.setRetired()
 			}
 		case <-timer.C:
 			o.mu.Lock()

@@ -312,6 +312,7 @@ func (a *app) runOwner(ctx context.Context, session, sock, fp string, ready *os.
 	return channel.Serve(ctx, ln, sess, channel.OwnerOptions{
 		Hello:     channel.OwnerHello{Backend: b.Name(), Session: session, Fingerprint: fp, Capabilities: b.Capabilities()},
 		KeepAlive: cfg.Terminal.KeepAlive,
+		Socket:    sock,
 	})
 }
 

@@ -69,6 +69,7 @@ func Run(t *testing.T, opts Options) {
 	t.Run("SessionManager", s.testSessionManager)
 	t.Run("CapabilityHonesty", s.testCapabilities)
 	t.Run("GateHoldsInEveryMode", s.testGate)
+	s.runSessionCases(t)
 }
 
 var sessionSeq struct {
@@ -274,8 +275,14 @@ func (s *suite) testDir(t *testing.T) {
 // leftovers counts processes whose command line contains marker.
 func (s *suite) leftovers(t *testing.T, sess sandbox.Session, marker string) int {
 	t.Helper()
-	script := fmt.Sprintf(`n=0; for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -- '%s'; then n=$((n+1)); fi; done; echo $n`, marker)
-	res := s.sh(t, sess, script)
+	// The marker comes in the environment, so that this counter's own command line lacks it.
+	script := `n=0; for p in /proc/[0-9]*; do if tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q -- "$HERMES_LEFTOVER_MARK"; then n=$((n+1)); fi; done; echo $n`
+	// As a program rather than a session script: it must not wait for a script that holds
+	// the session (scripts run one at a time).
+	res, err := sess.Exec(s.ctx(t), sandbox.Command{Argv: []string{"sh", "-c", script}, Env: map[string]string{"HERMES_LEFTOVER_MARK": marker}})
+	if err != nil {
+		t.Fatalf("count leftovers: %v", err)
+	}
 	var n int
 	fmt.Sscan(res.Stdout, &n)
 	return n
