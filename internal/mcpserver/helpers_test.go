@@ -37,6 +37,7 @@ type envOptions struct {
 	ungated      bool
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
+	maxSessions  int
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -81,7 +82,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		})
 	}
 	srv, err := mcpserver.New(mcpserver.Options{Backend: e.backend, Config: e.cfg, KeepSessions: o.keepSessions,
-		SessionTimeout: o.idle, Version: "test"})
+		SessionTimeout: o.idle, MaxSessions: o.maxSessions, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
