@@ -44,6 +44,7 @@ type Backend struct {
 	cfg   config.DockerConfig
 	extra Options
 	log   *slog.Logger
+	owner string // this process, for labelOwner
 
 	host    string // engine address, for messages
 	local   bool   // the engine runs on this machine (a unix socket)
@@ -97,6 +98,7 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	}
 	sum := sha256.Sum256([]byte(state))
 	b := &Backend{
+		owner:     poolOwner(),
 		opts:      opts,
 		cfg:       opts.Config.Docker,
 		extra:     extra,

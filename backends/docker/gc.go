@@ -39,6 +39,8 @@ type GCReport struct {
 const leftoverAge = 10 * time.Minute
 
 // GC removes this state directory's session containers idle longer than the idle timeout,
+// session containers whose owner process (labelOwner: an MCP server that removes its
+// sessions when done) is gone, whatever their idle time,
 // warm-pool containers whose process is gone, leftover workspace-helper containers, and
 // workspace volumes no container uses. A session whose container GC removed reports
 // environment_recreated on its next command.
@@ -95,7 +97,12 @@ func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 				used = u
 			}
 			idleFor := now.Sub(used)
+			ownerAlive, ownerKnown := ownerAlive(c.Labels[labelOwner])
 			switch {
+			case ownerKnown && !ownerAlive:
+				remove(c, fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", c.Labels[labelOwner]))
+			case ownerKnown:
+				keep(c, fmt.Sprintf("its owner (process %s) still runs", c.Labels[labelOwner]))
 			case idle <= 0:
 				keep(c, "docker.idle_timeout is 0")
 			case idleFor <= idle:

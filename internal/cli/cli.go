@@ -32,6 +32,9 @@ type app struct {
 	configFlag  string
 
 	registry *sandbox.Registry
+	// ephemeral: this process removes the sessions it opens (an MCP server without
+	// --keep-sessions), so backends record it as their owner for gc.
+	ephemeral bool
 	// closers run when the command is done (the audit log).
 	closers []io.Closer
 }
@@ -137,7 +140,7 @@ func (a *app) getenv(name string) string {
 }
 
 func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
-	return sandbox.FactoryOptions{Config: cfg, Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir()}
+	return sandbox.FactoryOptions{Config: cfg, Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir(), Ephemeral: a.ephemeral}
 }
 
 // backendName decides which backend runs: --sandbox, else the configured one. Only "auto"

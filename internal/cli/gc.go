@@ -17,7 +17,9 @@ func (a *app) gcCmd() *cobra.Command {
 		Use:   "gc [--idle DURATION] [--dry-run] [--json]",
 		Short: "Remove idle docker sandboxes and leftovers",
 		Long: `Removes this state directory's docker session containers idle longer than
-docker.idle_timeout (default 30m) that run nothing beyond their init, warm-pool containers
+docker.idle_timeout (default 30m) that run nothing beyond their init, session containers whose
+owner is gone whatever their idle time (an MCP server, killed before it could remove its
+sessions), warm-pool containers
 left by processes that are gone, and workspace volumes no container uses. A removed session
 starts fresh on its next command, which reports environment_recreated.`,
 		Args: exactArgs(0),
