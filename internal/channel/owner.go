@@ -347,7 +347,10 @@ func (o *owner) serveConn(ctx context.Context, c net.Conn) {
 	var mu sync.Mutex
 	reqs := map[uint32]*request{}
 	var wg sync.WaitGroup
+	// The client is gone (or the owner stops): cancel its requests first, which kills their
+	// commands' trees, then wait for them.
 	defer wg.Wait()
+	defer cancel()
 	start := func(id uint32, stdin *byteQueue, fn func(ctx context.Context, r *request)) {
 		rctx, rcancel := context.WithCancel(ctx)
 		r := &request{cancel: rcancel, stdin: stdin}
