@@ -81,7 +81,6 @@ type DockerConfig struct {
 	IdleTimeout    time.Duration     `yaml:"idle_timeout"` // 0 = never reap idle containers
 	PoolSize       int               `yaml:"pool_size"`    // pre-started containers; 0 = none
 	Host           string            `yaml:"host"`         // engine address; "" = DOCKER_HOST or default
-	DiskLimit      Size              `yaml:"disk_limit"`   // size of a session's /workspace; 0 = unlimited
 }
 
 // SSHConfig is the ssh section, plus the ssh secrets.
@@ -213,7 +212,6 @@ func NewConfig() *Config {
 			EnvPassthrough: []string{},
 			ExtraHosts:     []string{},
 			IdleTimeout:    30 * time.Minute,
-			DiskLimit:      10 * Gibibyte,
 		},
 		SSH: SSHConfig{
 			Port:                  22,

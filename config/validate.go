@@ -145,7 +145,6 @@ func (c *Config) validateDocker(v *validator) {
 	}
 	v.nonNegativeDuration("docker.idle_timeout", d.IdleTimeout)
 	v.nonNegative("docker.pool_size", int64(d.PoolSize))
-	v.nonNegative("docker.disk_limit", int64(d.DiskLimit))
 	if d.Host != "" {
 		scheme, _, ok := strings.Cut(d.Host, "://")
 		if !ok || !slices.Contains([]string{"unix", "tcp", "ssh", "npipe", "http", "https"}, scheme) {
