@@ -33,7 +33,7 @@ times() {
 }
 row() { printf '%-58s %8s %8s\n' "$1" $2; }
 
-row "case" "p50 ms p95ms"
+printf "%-58s %8s %8s\n" case "p50 ms" "p95 ms"
 "$BIN" --sandbox local exec -- true # start the owner
 row "local: sh -c true (baseline)" "$(times sh -c true)"
 row "local: hermes-sandbox exec -- true (session owner)" "$(times "$BIN" --sandbox local exec -- true)"
