@@ -18,10 +18,12 @@ run: build
 	./scripts/demo.sh
 
 # Everything the tests need (apt packages, an SSH server binary), then vet and the race tests.
+# testsummary prints go test's usual lines, then every skipped test with its reason and a
+# closing "N passed, N failed, N skipped" line.
 test:
 	./scripts/test-deps.sh
 	CGO_ENABLED=1 $(GO) vet ./...
-	CGO_ENABLED=1 $(GO) test -race -timeout 40m ./...
+	CGO_ENABLED=1 $(GO) run ./internal/tools/testsummary -race -timeout 40m ./...
 
 bench: build
 	CGO_ENABLED=1 $(GO) test -run '^$$' -bench . -benchtime 200x ./backends/... ./policy/ ./audit/

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -25,53 +26,98 @@ const (
 // node tree, so comments and other keys survive, and written atomically
 // with mode 0600 (its directory is created 0700 if missing).
 func Set(path, key, value string) error {
+	return SetMany(path, []KV{{Key: key, Value: value}})
+}
+
+// SetMany is Set for several keys at once: every value is parsed and the resulting
+// configuration validated before anything is written, so either all of them are stored or
+// none is. Each file (config, secrets) is written once.
+func SetMany(path string, kvs []KV) error {
 	if path == "" {
 		path = DefaultPath()
 	}
-	f, err := resolveKey(key)
-	if err != nil {
-		return &Error{Op: "set config", Key: key, Err: err}
+	type item struct {
+		f *field
+		v reflect.Value
 	}
-	v, err := parseString(f, value)
-	if err != nil {
-		return &Error{Op: "set config", Key: f.key, Err: fmt.Errorf("%s: %w", f.key, err)}
+	var items []item
+	for _, kv := range kvs {
+		key, value, err := resolveAlias(kv.Key, kv.Value)
+		if err != nil {
+			return &Error{Op: "set config", Key: key, Err: err}
+		}
+		f, err := resolveKey(key)
+		if err != nil {
+			return &Error{Op: "set config", Key: key, Err: err}
+		}
+		v, err := parseString(f, value)
+		if err != nil {
+			return &Error{Op: "set config", Key: f.key, Err: fmt.Errorf("%s: %w", f.key, err)}
+		}
+		items = append(items, item{f, v})
 	}
-	target := path
-	if f.secret() {
-		target = SecretsPathFor(path)
-	}
-	doc, _, err := readDoc(target, f.secret())
+	c, err := loadFiles(path, false)
 	if err != nil {
 		return err
 	}
-	if f.secret() {
-		// Secrets have no cross-field rules; still refuse to edit a
-		// secrets file that does not decode.
-		if err := NewConfig().decodeRoot(target, doc, true); err != nil {
-			return err
-		}
-	} else {
-		c, err := loadFiles(path, false)
+	docs := map[bool]*yaml.Node{}
+	for _, secret := range []bool{false, true} {
+		target := targetFile(path, secret)
+		doc, _, err := readDoc(target, secret)
 		if err != nil {
 			return err
 		}
-		c.fieldValue(f).Set(v)
-		c.setOrigin(f.key, origin{source: SourceFile})
-		if errs := c.validate(); len(errs) > 0 {
-			for _, e := range errs {
-				e.Op = "set config"
-				c.locate(e)
+		if secret && doc != nil {
+			// Secrets have no cross-field rules; still refuse to edit a secrets file that
+			// does not decode.
+			if err := NewConfig().decodeRoot(target, doc, true); err != nil {
+				return err
 			}
-			return joinErrors(errs)
+		}
+		docs[secret] = doc
+	}
+	touched := map[bool]bool{}
+	for _, it := range items {
+		if !it.f.secret() {
+			c.fieldValue(it.f).Set(it.v)
+			c.setOrigin(it.f.key, origin{source: SourceFile})
+		}
+		touched[it.f.secret()] = true
+	}
+	if errs := c.validate(); len(errs) > 0 {
+		for _, e := range errs {
+			e.Op = "set config"
+			c.locate(e)
+		}
+		return joinErrors(errs)
+	}
+	for _, it := range items {
+		secret := it.f.secret()
+		if docs[secret] == nil {
+			docs[secret] = newDoc(secret)
+		}
+		if err := setNode(docs[secret].Content[0], it.f, valueNode(it.f, it.v)); err != nil {
+			return &Error{Op: "set config", File: targetFile(path, secret), Key: it.f.key, Err: err}
 		}
 	}
-	if doc == nil {
-		doc = newDoc(f.secret())
+	// Secrets first: a config that names a backend whose credentials were not stored would
+	// be the worse half-state.
+	for _, secret := range []bool{true, false} {
+		if touched[secret] {
+			if err := writeDoc(targetFile(path, secret), docs[secret]); err != nil {
+				return err
+			}
+		}
 	}
-	if err := setNode(doc.Content[0], f, valueNode(f, v)); err != nil {
-		return &Error{Op: "set config", File: target, Key: f.key, Err: err}
+	return nil
+}
+
+// targetFile is the file a key lives in: the config file, or secrets.yaml beside it.
+func targetFile(path string, secret bool) string {
+	if secret {
+		return SecretsPathFor(path)
 	}
-	return writeDoc(target, doc)
+	return path
 }
 
 // Unset removes key from the config file at path ("" = DefaultPath), or
@@ -79,12 +125,18 @@ func Set(path, key, value string) error {
 // Unsetting a key that is not in the file is not an error; a missing file
 // is left missing. Unsetting terminal.backend also removes the sandbox alias.
 func Unset(path, key string) error {
+	_, err := UnsetKey(path, key)
+	return err
+}
+
+// UnsetKey is Unset that also reports whether the file held the key (and so changed).
+func UnsetKey(path, key string) (bool, error) {
 	if path == "" {
 		path = DefaultPath()
 	}
 	f, err := resolveKey(key)
 	if err != nil {
-		return &Error{Op: "unset config", Key: key, Err: err}
+		return false, &Error{Op: "unset config", Key: key, Err: err}
 	}
 	target := path
 	if f.secret() {
@@ -92,7 +144,7 @@ func Unset(path, key string) error {
 	}
 	doc, found, err := readDoc(target, f.secret())
 	if err != nil || !found {
-		return err
+		return false, err
 	}
 	root := doc.Content[0]
 	changed := false
@@ -111,9 +163,9 @@ func Unset(path, key string) error {
 		}
 	}
 	if !changed {
-		return nil
+		return false, nil
 	}
-	return writeDoc(target, doc)
+	return true, writeDoc(target, doc)
 }
 
 func newDoc(secrets bool) *yaml.Node {

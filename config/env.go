@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -14,15 +16,6 @@ const envAlias = envPrefix + "SANDBOX"
 
 // ignoredEnv are HERMES_SANDBOX_* variables owned by other packages.
 var ignoredEnv = []string{EnvConfigPath, envPrefix + "TEST_*", envPrefix + "MCP_TOKEN"}
-
-// legacyEnv are older names honoured below HERMES_SANDBOX_* (which wins
-// when both are set) but above the files.
-var legacyEnv = []struct{ name, key string }{
-	{"TERMINAL_SSH_HOST", "ssh.host"},
-	{"TERMINAL_SSH_USER", "ssh.user"},
-	{"TERMINAL_SSH_KEY", "ssh.key"},
-	{"TERMINAL_SSH_PORT", "ssh.port"},
-}
 
 // providerEnv are the providers' own credential variables. They are
 // fallbacks: used only when secrets.yaml and HERMES_SANDBOX_* left the
@@ -96,9 +89,34 @@ func (c *Config) applyEnv(env envMap, ignore []string) error {
 		c.fieldValue(f).Set(v)
 		c.setOrigin(key, origin{source: SourceEnv, env: name})
 	}
-	for _, l := range legacyEnv {
-		if v, _ := env.lookup(l.name); v != "" {
-			apply(l.name, l.key, v)
+	// Hermes's TERMINAL_* names: ~/.hermes/.env first, then the process env, both below
+	// HERMES_SANDBOX_* (applied after them).
+	dotenvPath := ""
+	if h := hermesHome(env); h != "" {
+		dotenvPath = filepath.Join(h, ".env")
+	}
+	dotenv, err := readDotenv(dotenvPath)
+	if err != nil {
+		return &Error{Op: "load config", File: dotenvPath, Err: err}
+	}
+	hermesNames := slices.Sorted(maps.Keys(hermesEnv))
+	applyHermes := func(from, name, value string) {
+		h := hermesEnv[name]
+		v, err := h.conv.apply(value)
+		if err != nil {
+			errs = append(errs, &Error{Op: "load config", Env: from, Key: h.key, Err: fmt.Errorf("%s: %w", h.key, err)})
+			return
+		}
+		apply(from, h.key, v)
+	}
+	for _, name := range hermesNames {
+		if v := dotenv[name]; v != "" {
+			applyHermes(name+" in "+dotenvPath, name, v)
+		}
+	}
+	for _, name := range hermesNames {
+		if v, _ := env.lookup(name); v != "" {
+			applyHermes(name, name, v)
 		}
 	}
 	if v, _ := env.lookup(envAlias); v != "" {
@@ -125,6 +143,8 @@ func (c *Config) applyEnv(env envMap, ignore []string) error {
 		f := schema.byKey[p.key]
 		if v, _ := env.lookup(p.name); v != "" && c.fieldValue(f).String() == "" {
 			apply(p.name, p.key, v)
+		} else if v := dotenv[p.name]; v != "" && c.fieldValue(f).String() == "" {
+			apply(p.name+" in "+dotenvPath, p.key, v)
 		}
 	}
 	return joinErrors(errs)

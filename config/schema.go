@@ -149,6 +149,8 @@ func (k kind) describe() string {
 func lookupField(key string) (*field, bool) {
 	if key == aliasKey {
 		key = aliasedTo
+	} else if h, ok := hermesFlat[key]; ok {
+		key = h.key
 	}
 	f, ok := schema.byKey[key]
 	return f, ok
@@ -258,6 +260,10 @@ func Get(cfg *Config, key string) (string, error) {
 // source as SourceFlag. It is for command-line overrides; call Validate
 // afterwards. It does not touch any file (see Set for that).
 func (c *Config) SetValue(key, value string) error {
+	key, value, err := resolveAlias(key, value)
+	if err != nil {
+		return &Error{Op: "set value", Key: key, Err: err}
+	}
 	f, err := resolveKey(key)
 	if err != nil {
 		return &Error{Op: "set value", Key: key, Err: err}

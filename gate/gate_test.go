@@ -51,8 +51,8 @@ func newEnv(t *testing.T, mutate func(*gate.Options)) *env {
 	// Sessions start in a scratch directory: some tests run git commands that must never
 	// touch the repository the tests run from.
 	cfg.Terminal.Cwd = dir
-	lb, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: filepath.Join(dir, "state"),
-		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
+	lb, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(dir, "state"),
+		Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,3 +32,15 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// WithKind returns cause, also matching the sentinel kind with errors.Is: the message stays
+// cause's own. Backends use it to map a typed failure of their engine to a sentinel once.
+func WithKind(kind, cause error) error { return &kindError{kind: kind, cause: cause} }
+
+type kindError struct {
+	kind  error
+	cause error
+}
+
+func (e *kindError) Error() string   { return e.cause.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }

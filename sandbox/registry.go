@@ -7,14 +7,23 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"time"
 )
 
-// FactoryOptions is what a backend factory gets: the validated configuration and the process
-// surroundings it may use.
+// FactoryOptions is what every backend factory gets besides its own config section: the
+// settings of the terminal section that every backend honours, and the process
+// surroundings it may use. The contract does not know the configuration's shape.
 type FactoryOptions struct {
-	Config *config.Config
+	// Shell is terminal.shell: auto, bash, sh or an absolute path ("" = auto).
+	Shell string
+	// Cwd is terminal.cwd, for backends whose commands run on this host ("" = unset).
+	Cwd string
+	// EnvPassthrough is terminal.env_passthrough: names whose values in Environ reach commands.
+	EnvPassthrough []string
+	// Explicit reports whether the user set a configuration key (in a file, the environment or
+	// a flag) rather than leaving its default; nil means nothing was set explicitly.
+	Explicit func(key string) bool
+
 	// Logger may be nil (discard).
 	Logger *slog.Logger
 	// Progress receives human progress output for long work (image pulls, uploads); may be nil.
@@ -23,6 +32,12 @@ type FactoryOptions struct {
 	Environ []string
 	// StateDir is where host-side state lives (sessions, spill files).
 	StateDir string
+	// SpillLimit, MaxJobs and JobTimeout are terminal.spill_limit, terminal.max_jobs and
+	// terminal.job_timeout: 0 takes the default; for the last two, a negative value means no
+	// limit.
+	SpillLimit int64
+	MaxJobs    int
+	JobTimeout time.Duration
 	// Ephemeral says this process removes the sessions it opens when it is done with them
 	// (an MCP server without --keep-sessions). Backends record this process as their
 	// sandboxes' owner, so that `gc` removes them if it dies first.
@@ -39,6 +54,23 @@ func (o FactoryOptions) Getenv(name string) (string, bool) {
 	return "", false
 }
 
+// IsExplicit reports whether the user set key; see Explicit.
+func (o FactoryOptions) IsExplicit(key string) bool { return o.Explicit != nil && o.Explicit(key) }
+
+// Passthrough returns NAME=VALUE for each name in extra and then in EnvPassthrough that
+// Environ has, once each, in the order listed.
+func (o FactoryOptions) Passthrough(extra ...string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range slices.Concat(extra, o.EnvPassthrough) {
+		if v, ok := o.Getenv(n); ok && !seen[n] {
+			seen[n] = true
+			out = append(out, n+"="+v)
+		}
+	}
+	return out
+}
+
 // Log returns the logger, or one that discards.
 func (o FactoryOptions) Log() *slog.Logger {
 	if o.Logger == nil {
@@ -47,21 +79,23 @@ func (o FactoryOptions) Log() *slog.Logger {
 	return o.Logger
 }
 
-// Factory builds a backend from the loaded configuration. It does no I/O that can hang; a
-// backend reaches its engine or host in Open.
-type Factory func(opts FactoryOptions) (Backend, error)
+// Factory builds a backend from the whole configuration C (the caller's type; the contract
+// does not import it). A backend's own constructor takes only its typed section, and its
+// one-line registration (see backends/all) picks the section out. A factory does no I/O
+// that can hang; a backend reaches its engine or host in Open.
+type Factory[C any] func(cfg C, opts FactoryOptions) (Backend, error)
 
 // Registry maps backend names to factories. Build it explicitly (see backends/all); a
 // duplicate name panics.
-type Registry struct {
-	factories map[string]Factory
+type Registry[C any] struct {
+	factories map[string]Factory[C]
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{factories: map[string]Factory{}} }
+func NewRegistry[C any]() *Registry[C] { return &Registry[C]{factories: map[string]Factory[C]{}} }
 
 // Register adds a backend factory. It panics on a duplicate or empty name.
-func (r *Registry) Register(name string, f Factory) {
+func (r *Registry[C]) Register(name string, f Factory[C]) {
 	if name == "" || f == nil {
 		panic("sandbox: Register with empty name or nil factory")
 	}
@@ -72,7 +106,7 @@ func (r *Registry) Register(name string, f Factory) {
 }
 
 // Names lists the registered backends in order.
-func (r *Registry) Names() []string {
+func (r *Registry[C]) Names() []string {
 	names := make([]string, 0, len(r.factories))
 	for n := range r.factories {
 		names = append(names, n)
@@ -82,17 +116,17 @@ func (r *Registry) Names() []string {
 }
 
 // Has reports whether name is registered.
-func (r *Registry) Has(name string) bool { _, ok := r.factories[name]; return ok }
+func (r *Registry[C]) Has(name string) bool { _, ok := r.factories[name]; return ok }
 
 // New builds the named backend. An unknown name is an error that lists every valid name.
-func (r *Registry) New(name string, opts FactoryOptions) (Backend, error) {
+func (r *Registry[C]) New(name string, cfg C, opts FactoryOptions) (Backend, error) {
 	f, ok := r.factories[name]
 	if !ok {
 		names := r.Names()
 		return nil, fmt.Errorf("unknown backend %q: valid backends are %s: %w",
 			name, strings.Join(names, ", "), ErrInvalidConfig)
 	}
-	return f(opts)
+	return f(cfg, opts)
 }
 
 // ValidName reports whether name is one of the seven built-in backend names.

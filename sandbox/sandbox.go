@@ -1,11 +1,13 @@
 // Package sandbox is the contract every Hermes Sandbox backend implements: a Backend opens
 // named Sessions, a Session runs Commands and returns Results. Optional abilities (background
-// jobs, files, session listing) are small extra interfaces, and Capabilities reports which a
-// backend has; the conformance suite in sandbox/sandboxtest checks that the two agree.
+// jobs, files, session listing, images, garbage collection, a workspace) are small extra
+// interfaces, and Capabilities reports which a backend has; the conformance suite in
+// sandbox/sandboxtest checks that the two agree. backends/README.md is the author's guide.
 package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 )
@@ -83,13 +85,16 @@ type Capabilities struct {
 	Jobs bool `json:"jobs"`
 	// Files: sessions implement FileSystem.
 	Files bool `json:"files"`
+	// Terminal: sessions implement Terminal (an interactive shell on a pseudo-terminal).
+	Terminal bool `json:"terminal"`
 	// Stdin: Command.Stdin reaches the command.
 	Stdin bool `json:"stdin"`
 	// Persistent: sessions keep their state across processes (a second CLI run finds it).
 	Persistent bool `json:"persistent"`
 	// Isolation describes the boundary in a few words, for people and models.
 	Isolation string `json:"isolation"`
-	// Network says whether commands can reach the network.
+	// Network says whether commands can reach the network. False means the sandbox has no
+	// network interface but loopback.
 	Network bool `json:"network"`
 }
 
@@ -219,4 +224,91 @@ type Terminal interface {
 // privileged container, network on). Each warning is one sentence for `doctor`.
 type Warner interface {
 	Warnings() []string
+}
+
+// Workspace is implemented by backends that have a directory which counts as the agent's
+// own: routine deletes inside it are the agent cleaning up after itself (a container's
+// /workspace volume), where elsewhere they may destroy someone's files. A backend without it
+// has no such directory, and the policy treats every path as someone else's.
+type Workspace interface {
+	// WorkDir is the directory, as commands see it; "" means none.
+	WorkDir() string
+}
+
+// Progress is where long work (an image pull, a conversion) reports as it goes. A terminal
+// gets live progress bars; anything else gets plain lines.
+type Progress struct {
+	W io.Writer
+	// Fd and Terminal describe W when it is a terminal.
+	Fd       uintptr
+	Terminal bool
+}
+
+// Printf writes one progress line; a zero Progress discards it.
+func (p Progress) Printf(format string, args ...any) {
+	if p.W != nil {
+		fmt.Fprintf(p.W, format, args...)
+	}
+}
+
+// ImageSource is a root filesystem to make an image from, on machines without a registry:
+// exactly one of RootfsDir and TarFile is set.
+type ImageSource struct {
+	RootfsDir string
+	TarFile   string
+	// Tag names the new image.
+	Tag string
+}
+
+// ImageInfo describes an image a backend keeps on this machine.
+type ImageInfo struct {
+	// Ref is the value that selects this image in the backend's `<name>.image` setting.
+	Ref string `json:"ref"`
+	// ID is the backend's identifier (an image digest, a file path).
+	ID      string    `json:"id,omitempty"`
+	Size    int64     `json:"size,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+	// Configured says the backend's current configuration uses this image.
+	Configured bool `json:"configured,omitempty"`
+}
+
+// ImageManager is implemented by backends that keep images on this machine, so
+// `hermes-sandbox image` can fetch and list them before the first session needs one.
+type ImageManager interface {
+	// PullImage fetches ref from its registry (or converts it, for backends that need a local
+	// format) and returns what it made.
+	PullImage(ctx context.Context, ref string, p Progress) (ImageInfo, error)
+	// ImportImage makes an image from a root filesystem.
+	ImportImage(ctx context.Context, src ImageSource, p Progress) (ImageInfo, error)
+	// Images lists the images this backend has here.
+	Images(ctx context.Context) ([]ImageInfo, error)
+}
+
+// GCOptions say what Collect removes.
+type GCOptions struct {
+	// IdleTimeout overrides the backend's configured idle timeout when positive: sessions idle
+	// longer, with nothing running, are removed.
+	IdleTimeout time.Duration
+	// DryRun reports what would be removed and removes nothing.
+	DryRun bool
+}
+
+// GCItem is one thing Collect removed (or would remove, or kept).
+type GCItem struct {
+	Kind   string `json:"kind"` // "container", "volume", "instance", "image", …
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// GCReport is what Collect did.
+type GCReport struct {
+	Removed []GCItem `json:"removed"`
+	Kept    []GCItem `json:"kept"`
+}
+
+// Collector is implemented by backends that leave things behind worth reaping: idle
+// sessions, leftovers of processes that are gone, caches nothing uses. A session removed by
+// Collect starts fresh on its next command, which reports EnvironmentRecreated.
+type Collector interface {
+	Collect(ctx context.Context, opts GCOptions) (GCReport, error)
 }

@@ -1,41 +1,83 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: show which backends work here, then run commands in a
-# persistent sandbox session — docker, with a small image built from this machine's
-# busybox-static when the engine answers (there may be no registry to pull from), else local.
-# It uses a scratch config, so your own settings are left alone.
+# The main job (`make run`): on a fresh machine, get what the demo needs, show which backends
+# work here, then run the README's examples in a persistent docker session whose image has
+# python3 and git — built from Debian's packages, since there may be no registry to pull from.
+# Without a Docker engine (or without root to build the image) it says why and uses local.
+#
+# It touches none of your settings or history: config, state and audit log live in a scratch
+# directory that is removed at the end. What stays is said at the end: the image (reused by the
+# next run) and the cached root filesystem it came from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hs=$PWD/bin/hermes-sandbox
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-export HERMES_SANDBOX_CONFIG=$scratch/config.yaml
+export HERMES_SANDBOX_CONFIG=$scratch/config.yaml XDG_STATE_HOME=$scratch/state \
+  HERMES_SANDBOX_AUDIT_LOG_DESTINATION=$scratch/audit.log
+image=hermes-sandbox/python:3
+say() { printf '\n== %s\n' "$*"; }
 
-$hs version
+# show prints a command so it can be pasted back into a shell, then runs it.
+quote() {
+  local out="" a
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
+  done
+  printf '%s' "${out# }"
+}
+show() { printf '$ hermes-sandbox %s\n' "$(quote "$@")"; "$hs" "$@"; }
+
+"$hs" version
 backend=local
-if docker info >/dev/null 2>&1 && [ -x /bin/busybox ]; then
-  image=hermes-demo/busybox:1
-  if ! docker image inspect "$image" >/dev/null 2>&1; then
-    rootfs=$scratch/rootfs
-    mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc"
-    cp /bin/busybox "$rootfs/bin/busybox"
-    for applet in $(/bin/busybox --list); do
-      [ "$applet" = busybox ] || ln -sf busybox "$rootfs/bin/$applet"
-    done
-    echo "root:x:0:0:root:/root:/bin/sh" > "$rootfs/etc/passwd"
-    $hs image import --rootfs "$rootfs" --tag "$image"
+engine=no
+if [ -S /var/run/docker.sock ] || [ -n "${DOCKER_HOST:-}" ]; then engine=yes; fi
+if [ "$engine" = yes ]; then
+  if ! command -v debootstrap >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+      say "Installing debootstrap (builds the image from Debian's packages)"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+    else
+      echo "debootstrap is missing and this is not root: run 'sudo apt-get install debootstrap', then make run again" >&2
+    fi
   fi
-  $hs config set docker.image "$image"
-  backend=docker
+  if command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    say "Building $image from Debian bookworm with python3 and git (cached after the first time)"
+    if show image build --debian bookworm --packages python3,git --tag "$image"; then
+      "$hs" config set docker.image "$image" 2>/dev/null
+      backend=docker
+    else
+      echo "(the image build failed; the demo goes on with the local backend)" >&2
+    fi
+  elif [ "$(id -u)" != 0 ]; then
+    echo "building an image needs root; the demo goes on with the local backend" >&2
+  fi
+else
+  echo "no Docker engine answers here; the demo goes on with the local backend" >&2
 fi
-$hs config set sandbox "$backend"
-$hs doctor || true
-echo
-run() { echo "\$ hermes-sandbox $*"; $hs "$@"; }
-run exec --session demo -c 'cd /tmp && export GREETING=hello'
-run exec --session demo -c 'pwd; echo "$GREETING from $(uname -sm) as uid $(id -u)"'
+"$hs" config set sandbox "$backend" 2>/dev/null
+
+say "What works on this machine"
+"$hs" doctor || true
+
+say "The README's examples, in a $backend session"
+show exec --session demo -c 'cd /tmp && export GREETING=hello'
+show exec --session demo -c 'pwd; echo "$GREETING from $(uname -sm) as uid $(id -u)"'
+show exec --session demo --timeout 10s -- python3 -c 'print(42)' || true
+show exec --session demo --json -c 'ls / | head -3'
 if [ "$backend" = docker ]; then
-  run exec --session demo -c 'grep -E "^(CapEff|NoNewPrivs)" /proc/self/status; ls /sys/class/net; touch /etc/x 2>&1 || true'
+  show exec --session demo -c 'grep -E "^(CapEff|NoNewPrivs)" /proc/self/status; ls /sys/class/net; touch /etc/x 2>&1 || true'
 fi
-run exec --session demo --timeout 1s -c 'sleep 30' || echo "(exit $? — the timeout killed the whole process tree)"
-run policy check 'rm -rf /' || true
-run sessions rm demo
+show exec --session demo --timeout 1s -c 'sleep 30' || echo "(exit $? — the timeout killed the whole process tree)"
+show policy check 'rm -rf /' || true
+show audit show --session demo || true
+show sessions rm demo
+
+say "Left behind"
+if [ "$backend" = docker ]; then
+  echo "- the image $image, so the next run starts at once (remove it with: docker image rm $image)"
+  echo "- its root filesystem, cached in ${XDG_CACHE_HOME:-$HOME/.cache}/hermes-sandbox/images"
+  echo "Use it yourself: hermes-sandbox config set sandbox docker && hermes-sandbox config set docker.image $image"
+else
+  echo "- nothing (config, state and audit log were in $scratch, now removed)"
+fi

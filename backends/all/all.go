@@ -1,5 +1,6 @@
 // Package all lists the built-in backends explicitly, so nothing registers itself through
-// init side effects.
+// init side effects. Adding a backend is one Register line: its factory gets its own typed
+// section of the configuration (see backends/README.md).
 package all
 
 import (
@@ -7,15 +8,22 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/ssh"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
+// cfg and opts keep each registration on one line.
+type (
+	cfg  = *config.Config
+	opts = sandbox.FactoryOptions
+)
+
 // Backends returns a registry of every backend built into this binary.
-func Backends() *sandbox.Registry {
-	r := sandbox.NewRegistry()
-	r.Register(local.Name, local.New)
-	r.Register(docker.Name, docker.New)
-	r.Register(ssh.Name, ssh.New)
-	r.Register(singularity.Name, singularity.New)
+func Backends() *sandbox.Registry[*config.Config] {
+	r := sandbox.NewRegistry[*config.Config]()
+	r.Register(local.Name, func(_ cfg, o opts) (sandbox.Backend, error) { return local.New(o) })
+	r.Register(docker.Name, func(c cfg, o opts) (sandbox.Backend, error) { return docker.New(c.Docker, o) })
+	r.Register(ssh.Name, func(c cfg, o opts) (sandbox.Backend, error) { return ssh.New(c.SSH, o) })
+	r.Register(singularity.Name, func(c cfg, o opts) (sandbox.Backend, error) { return singularity.New(c.Singularity, o) })
 	return r
 }

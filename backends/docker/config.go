@@ -170,14 +170,7 @@ func containerEnv(cfg config.DockerConfig) []string {
 // a rotated token does not cost the session its container; a name added later reaches
 // existing sessions, as with the other backends (the helper adds names it has not seen).
 func passthroughEnv(cfg config.DockerConfig, opts sandbox.FactoryOptions) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, n := range slices.Concat(cfg.EnvPassthrough, opts.Config.Terminal.EnvPassthrough) {
-		if v, ok := opts.Getenv(n); ok && !seen[n] {
-			seen[n] = true
-			out = append(out, n+"="+v)
-		}
-	}
+	out := opts.Passthrough(cfg.EnvPassthrough...)
 	sort.Strings(out)
 	return out
 }
@@ -502,7 +495,7 @@ func (b *Backend) Warnings() []string {
 			}
 		}
 	}
-	for _, n := range slices.Concat(cfg.EnvPassthrough, b.opts.Config.Terminal.EnvPassthrough) {
+	for _, n := range slices.Concat(cfg.EnvPassthrough, b.opts.EnvPassthrough) {
 		if sandbox.LooksSecret(n) {
 			w = append(w, fmt.Sprintf("%s is passed into the sandbox (env_passthrough): commands can read it", n))
 		}

@@ -10,8 +10,6 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,9 +47,10 @@ type Backend struct {
 	host    string // engine address, for messages
 	local   bool   // the engine runs on this machine (a unix socket)
 	cli     *client.Client
-	scope   string   // hash of the state directory: separates users and test runs on one engine
-	env     []string // container environment (HOME, docker.env)
-	passEnv []string // passthrough values, given to each helper exec
+	names   sandbox.Scope // session container names: separates state directories on one engine
+	scope   string        // names.ID(), for labels and the names of pool and helper containers
+	env     []string      // container environment (HOME, docker.env)
+	passEnv []string      // passthrough values, given to each helper exec
 	shell   string
 
 	recordDir string // host-side session records: container id, and mtime = last use
@@ -72,23 +71,27 @@ type Backend struct {
 	closed bool
 }
 
-// New builds the docker backend from the configuration. It reads the engine address (config,
-// DOCKER_HOST, docker contexts) but does not contact the engine.
-func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) { return NewWith(opts, Options{}) }
+// New builds the docker backend from its config section. It reads the engine address
+// (docker.host, DOCKER_HOST, docker contexts) but does not contact the engine.
+func New(cfg config.DockerConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	b, err := NewWith(cfg, opts, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // NewWith is New with extra options for Go callers.
-func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
-	if opts.Config == nil {
-		return nil, fmt.Errorf("docker: no configuration: %w", sandbox.ErrInvalidConfig)
-	}
-	if opts.StateDir == "" {
-		return nil, fmt.Errorf("docker: no state directory: %w", sandbox.ErrInvalidConfig)
+func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
+	names, err := sandbox.NewScope(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	state, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("docker: state directory: %w", err)
 	}
-	ep, err := resolveEndpoint(opts.Config.Docker.Host, opts)
+	ep, err := resolveEndpoint(cfg.Host, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,18 +99,18 @@ func NewWith(opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(state))
 	b := &Backend{
 		owner:     poolOwner(),
 		opts:      opts,
-		cfg:       opts.Config.Docker,
+		cfg:       cfg,
 		extra:     extra,
 		log:       opts.Log().With("backend", Name),
 		host:      ep.Host,
 		local:     strings.HasPrefix(ep.Host, "unix://"),
 		cli:       cli,
-		scope:     hex.EncodeToString(sum[:])[:8],
-		shell:     string(opts.Config.Terminal.Shell),
+		names:     names,
+		scope:     names.ID(),
+		shell:     opts.Shell,
 		recordDir: filepath.Join(state, "docker", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
 	}
@@ -128,7 +131,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.cfg.Runtime != "" {
 		iso += ", runtime " + b.cfg.Runtime
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: iso, Network: b.cfg.NetworkEnabled}
 }
 
@@ -157,20 +160,15 @@ func (b *Backend) isClosed() bool {
 
 // containerName is the session's container name: it finds the session again from any process
 // using the same state directory.
-func (b *Backend) containerName(session string) string {
-	return "hermes-" + b.scope + "-" + session
-}
+func (b *Backend) containerName(session string) string { return b.names.Name(session) }
 
 // sessionOf returns the session name of one of our container names ("" for pool containers
 // and other scopes).
-func (b *Backend) sessionOf(name string) string {
-	name = strings.TrimPrefix(name, "/")
-	rest, ok := strings.CutPrefix(name, "hermes-"+b.scope+"-")
-	if !ok {
-		return ""
-	}
-	return rest
-}
+func (b *Backend) sessionOf(name string) string { return b.names.Session(name) }
+
+// WorkDir is the session's working tree, the workspace volume (docker.cwd, else /workspace):
+// what commands delete there is the agent's own.
+func (b *Backend) WorkDir() string { return workdir(b.cfg) }
 
 // Open returns the named session. Nothing is created until its first command: then the
 // session's container is found again, claimed from the warm pool or created.
@@ -187,7 +185,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	b.startPool()
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, Limits: channel.LimitsFrom(b.opts.Config.Terminal)})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, Limits: channel.LimitsFrom(b.opts)})
 	return s, nil
 }
 
@@ -234,4 +232,7 @@ var (
 	_ sandbox.Checker        = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
 	_ sandbox.Baseliner      = (*Backend)(nil)
+	_ sandbox.Workspace      = (*Backend)(nil)
+	_ sandbox.ImageManager   = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
 )

@@ -36,15 +36,6 @@ func (b *Backend) unreachableErr(err error) error {
 		Err: &unreachableError{perm: errors.Is(err, os.ErrPermission), cause: err}}
 }
 
-// kindError is an engine error that also matches a sandbox sentinel.
-type kindError struct {
-	kind  error
-	cause error
-}
-
-func (e *kindError) Error() string   { return e.cause.Error() }
-func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
-
 // engineErr maps an Engine API error to the sandbox sentinels with typed checks, once, here.
 func (b *Backend) engineErr(op, id string, err error) error {
 	if err == nil {
@@ -71,7 +62,7 @@ func (b *Backend) engineErr(op, id string, err error) error {
 		kind = sandbox.ErrUnavailable
 	}
 	if kind != nil {
-		err = &kindError{kind: kind, cause: err}
+		err = sandbox.WithKind(kind, err)
 	}
 	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
 }
@@ -96,7 +87,7 @@ func (b *Backend) imageMissing(ctx context.Context, cause error) error {
 	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err == nil || !cerrdefs.IsNotFound(err) {
 		return b.engineErr("create", "", cause)
 	}
-	return &sandbox.Error{Backend: Name, Op: "image", ID: b.cfg.Image, Err: &kindError{kind: sandbox.ErrNotFound,
-		cause: fmt.Errorf("the image is not on this machine: pull it with `hermes-sandbox image pull %s`, or on an air-gapped machine import a root filesystem with `hermes-sandbox image import --rootfs DIR --tag %s` (or --tar FILE); or choose another with `hermes-sandbox config set docker.image IMAGE`",
-			b.cfg.Image, b.cfg.Image)}}
+	return &sandbox.Error{Backend: Name, Op: "image", ID: b.cfg.Image, Err: sandbox.WithKind(sandbox.ErrNotFound,
+		fmt.Errorf("the image is not on this machine: pull it with `hermes-sandbox image pull %s`, or on an air-gapped machine import a root filesystem with `hermes-sandbox image import --rootfs DIR --tag %s` (or --tar FILE); or choose another with `hermes-sandbox config set docker.image IMAGE`",
+			b.cfg.Image, b.cfg.Image))}
 }

@@ -217,13 +217,13 @@ func (b *Backend) startHelper(ctx context.Context, id, name string) (*agent.Clie
 	}
 	pr, pw := io.Pipe()
 	log := b.log.With("container", name, "exec", shortID(ex.ID))
-	stderr := &logWriter{log: log, msg: "helper stderr"}
+	stderr := channel.NewLogWriter(log, slog.LevelWarn, "helper stderr")
 	demuxed := make(chan struct{})
 	go func() {
 		defer close(demuxed)
 		_, err := stdcopy.StdCopy(pw, stderr, hr.Reader)
 		pw.CloseWithError(err) // nil: EOF
-		stderr.flush()
+		stderr.Flush()
 	}()
 	// The engine does not end an exec's stream when its container dies (killed, removed),
 	// so a watcher ends it: the running command then fails at once instead of hanging, and
@@ -259,7 +259,7 @@ func (b *Backend) startHelper(ctx context.Context, id, name string) (*agent.Clie
 	}
 	client, err := agent.NewClient(ctx, pr, hr.Conn, closeFn)
 	if err != nil {
-		return nil, b.helperFailed(ctx, id, name, ex.ID, stderr.tail(), err)
+		return nil, b.helperFailed(ctx, id, name, ex.ID, stderr.Tail(), err)
 	}
 	return client, nil
 }
@@ -326,58 +326,6 @@ func (b *Backend) Baseline(ctx context.Context, session string, n int) (string, 
 		ds = append(ds, time.Since(t))
 	}
 	return "raw Engine API exec (create, attach, inspect)", ds, nil
-}
-
-// logWriter sends a stream to the log line by line and keeps its last lines for errors.
-type logWriter struct {
-	log *slog.Logger
-	msg string
-
-	mu   sync.Mutex
-	buf  []byte
-	last []string
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.line(string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > 4096 {
-		w.line(string(w.buf))
-		w.buf = w.buf[:0]
-	}
-	return len(p), nil
-}
-
-func (w *logWriter) line(s string) {
-	w.log.Warn(w.msg, "line", s)
-	w.last = append(w.last, s)
-	if len(w.last) > 5 {
-		w.last = w.last[1:]
-	}
-}
-
-func (w *logWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.buf) > 0 {
-		w.line(string(w.buf))
-		w.buf = nil
-	}
-}
-
-func (w *logWriter) tail() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.last, "; ")
 }
 
 var (

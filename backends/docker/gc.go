@@ -10,42 +10,23 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
-
-// GCOptions say what GC removes.
-type GCOptions struct {
-	// IdleTimeout overrides docker.idle_timeout when positive. Sessions idle longer, with no
-	// process running beyond the container's init, are removed; 0 in both means never.
-	IdleTimeout time.Duration
-	// DryRun reports what would be removed and removes nothing.
-	DryRun bool
-}
-
-// GCItem is one thing GC removed (or would remove, or kept).
-type GCItem struct {
-	Kind   string `json:"kind"` // "container" or "volume"
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
-
-// GCReport is what GC did.
-type GCReport struct {
-	Removed []GCItem `json:"removed"`
-	Kept    []GCItem `json:"kept"`
-}
 
 // leftoverAge is how old a pool or workspace-helper container of an unknown owner must be
 // before GC treats it as left behind.
 const leftoverAge = 10 * time.Minute
 
-// GC removes this state directory's session containers idle longer than the idle timeout,
-// session containers whose owner process (labelOwner: an MCP server that removes its
-// sessions when done) is gone, whatever their idle time,
-// warm-pool containers whose process is gone, leftover workspace-helper containers, and
-// workspace volumes no container uses. A session whose container GC removed reports
-// environment_recreated on its next command.
-func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
-	var rep GCReport
+// Collect removes this state directory's session containers idle longer than the idle
+// timeout (opts.IdleTimeout, else docker.idle_timeout; 0 in both means never) with no
+// process running beyond the container's init, session containers whose owner process
+// (labelOwner: an MCP server that removes its sessions when done) is gone, whatever their
+// idle time, warm-pool containers whose process is gone,
+// leftover workspace-helper containers, and workspace volumes no container uses. A session
+// whose container Collect removed reports environment_recreated on its next command.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
+	var rep sandbox.GCReport
 	idle := b.cfg.IdleTimeout
 	if opts.IdleTimeout > 0 {
 		idle = opts.IdleTimeout
@@ -62,13 +43,13 @@ func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			errs = append(errs, err)
 			return
 		}
-		rep.Removed = append(rep.Removed, GCItem{Kind: "container", Name: containerName(c), Reason: reason})
+		rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "container", Name: containerName(c), Reason: reason})
 		for _, v := range vols {
-			rep.Removed = append(rep.Removed, GCItem{Kind: "volume", Name: v, Reason: "workspace of " + containerName(c)})
+			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "volume", Name: v, Reason: "workspace of " + containerName(c)})
 		}
 	}
 	keep := func(c container.Summary, reason string) {
-		rep.Kept = append(rep.Kept, GCItem{Kind: "container", Name: containerName(c), Reason: reason})
+		rep.Kept = append(rep.Kept, sandbox.GCItem{Kind: "container", Name: containerName(c), Reason: reason})
 	}
 	for _, c := range list {
 		name := containerName(c)
@@ -135,12 +116,12 @@ func (b *Backend) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 				// Not forced: the engine refuses a volume that any container still uses.
 				if err := b.cli.VolumeRemove(ctx, v.Name, false); err != nil {
 					if !isNotFound(err) {
-						rep.Kept = append(rep.Kept, GCItem{Kind: "volume", Name: v.Name, Reason: "in use"})
+						rep.Kept = append(rep.Kept, sandbox.GCItem{Kind: "volume", Name: v.Name, Reason: "in use"})
 					}
 					continue
 				}
 			}
-			rep.Removed = append(rep.Removed, GCItem{Kind: "volume", Name: v.Name, Reason: "no container uses it"})
+			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "volume", Name: v.Name, Reason: "no container uses it"})
 		}
 	}
 	return rep, errors.Join(errs...)

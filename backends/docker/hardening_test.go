@@ -160,7 +160,7 @@ func TestWarnings(t *testing.T) {
 	cfg.Docker.User = "root"
 	cfg.Docker.Volumes = []string{"/var/run/docker.sock:/var/run/docker.sock"}
 	cfg.Docker.EnvPassthrough = []string{"GITHUB_TOKEN"}
-	b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()}, Options{})
+	b, err := NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,14 +185,15 @@ func TestConfiguredOptions(t *testing.T) {
 	}
 	rw := t.TempDir()
 	os.Chmod(rw, 0o777)
-	b := newBackendWith(t, t.TempDir(), func(c *config.Config) {
+	options := func(c *config.Config) {
 		c.Docker.Image = testImage(t)
 		c.Docker.Env = map[string]string{"HERMES_LITERAL": "lit value $(x)"}
 		c.Docker.EnvPassthrough = []string{"HERMES_PASS"}
 		c.Docker.Volumes = []string{host + ":/data:ro", rw + ":/out"}
 		c.Docker.ExtraHosts = []string{"hermes-extra:10.11.12.13"}
 		c.Docker.User = "sandbox"
-	})
+	}
+	b := newBackendWith(t, t.TempDir(), options)
 	b.opts.Environ = append(b.opts.Environ, "HERMES_PASS=passed-secret-value", "HERMES_NOT=hidden")
 	b.passEnv = passthroughEnv(b.cfg, b.opts)
 	sess := open(t, b, "options")
@@ -214,7 +215,7 @@ func TestConfiguredOptions(t *testing.T) {
 	}
 	// A name passed through later reaches the existing session without a new container.
 	b2 := newBackendWith(t, b.opts.StateDir, func(c *config.Config) {
-		*c = *b.opts.Config
+		options(c)
 		c.Docker.EnvPassthrough = []string{"HERMES_PASS", "HERMES_LATER"}
 	})
 	b2.opts.Environ = append(b2.opts.Environ, "HERMES_PASS=rotated", "HERMES_LATER=later")

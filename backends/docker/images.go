@@ -11,8 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/image"
@@ -26,31 +28,72 @@ import (
 // tarball has no ENV or CMD, and a shell without PATH finds nothing.
 var ImportChanges = []string{"ENV PATH=" + defaultPath, `CMD ["/bin/sh"]`}
 
-// Output is where image commands report progress: a terminal gets progress bars.
-type Output struct {
-	W          io.Writer
-	Fd         uintptr
-	IsTerminal bool
-}
-
-// Pull pulls ref from its registry, showing progress. Credentials stored inline in the docker
-// config file (~/.docker/config.json "auths") are used for the ref's registry.
-func (b *Backend) Pull(ctx context.Context, ref string, out Output) error {
+// PullImage pulls ref from its registry, showing progress. Credentials stored inline in the
+// docker config file (~/.docker/config.json "auths") are used for the ref's registry.
+func (b *Backend) PullImage(ctx context.Context, ref string, p sandbox.Progress) (sandbox.ImageInfo, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
+		return sandbox.ImageInfo{}, &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
 	}
 	ref = reference.TagNameOnly(named).String()
 	opts := image.PullOptions{RegistryAuth: b.registryAuth(reference.Domain(named))}
 	rc, err := b.cli.ImagePull(ctx, ref, opts)
 	if err != nil {
-		return b.pullErr(ref, b.engineErr("pull", ref, err))
+		return sandbox.ImageInfo{}, b.pullErr(ref, b.engineErr("pull", ref, err))
 	}
 	defer rc.Close()
-	if err := jsonmessage.DisplayJSONMessagesStream(rc, out.W, out.Fd, out.IsTerminal, nil); err != nil {
-		return b.pullErr(ref, &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: err})
+	w := p.W
+	if w == nil {
+		w = io.Discard
 	}
-	return nil
+	if err := jsonmessage.DisplayJSONMessagesStream(rc, w, p.Fd, p.Terminal, nil); err != nil {
+		return sandbox.ImageInfo{}, b.pullErr(ref, &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: err})
+	}
+	return b.imageInfo(ctx, ref)
+}
+
+// Images lists the engine's images, marking the one docker.image names.
+func (b *Backend) Images(ctx context.Context) ([]sandbox.ImageInfo, error) {
+	list, err := b.cli.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, b.engineErr("list images", "", err)
+	}
+	want := familiar(b.cfg.Image)
+	var out []sandbox.ImageInfo
+	for _, im := range list {
+		for _, tag := range im.RepoTags {
+			if tag == "<none>:<none>" {
+				continue
+			}
+			out = append(out, sandbox.ImageInfo{Ref: familiar(tag), ID: im.ID, Size: im.Size,
+				Created: time.Unix(im.Created, 0), Configured: familiar(tag) == want})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
+	return out, nil
+}
+
+// familiar is the short form of an image reference, with its tag: python:3.12-slim for
+// docker.io/library/python:3.12-slim, local/x:latest for local/x. Unparsable input stays.
+func familiar(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.FamiliarString(reference.TagNameOnly(named))
+}
+
+// imageInfo describes one image the engine has.
+func (b *Backend) imageInfo(ctx context.Context, ref string) (sandbox.ImageInfo, error) {
+	ii, err := b.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return sandbox.ImageInfo{}, b.engineErr("inspect image", ref, err)
+	}
+	info := sandbox.ImageInfo{Ref: familiar(ref), ID: ii.ID, Size: ii.Size, Configured: familiar(ref) == familiar(b.cfg.Image)}
+	if t, err := time.Parse(time.RFC3339Nano, ii.Created); err == nil {
+		info.Created = t
+	}
+	return info, nil
 }
 
 // pullErr adds the way out for a machine that cannot reach the registry.
@@ -98,26 +141,29 @@ func (b *Backend) registryAuth(domain string) string {
 	return ""
 }
 
-// ImportSource is a root filesystem to import: a directory, or a tar file (plain or
-// compressed, as the engine accepts).
-type ImportSource struct {
-	RootfsDir string
-	TarFile   string
-	// Reader, if set, is a tar stream to import as is.
-	Reader io.Reader
+// ImportImage makes an image tagged src.Tag from a root filesystem (a directory, or a tar
+// file, plain or compressed, as the engine accepts) through the Engine API, with
+// ImportChanges applied.
+func (b *Backend) ImportImage(ctx context.Context, src sandbox.ImageSource, p sandbox.Progress) (sandbox.ImageInfo, error) {
+	id, err := b.importImage(ctx, src)
+	if err != nil {
+		return sandbox.ImageInfo{}, err
+	}
+	p.Printf("imported %s (%s)\n", src.Tag, id)
+	return b.imageInfo(ctx, src.Tag)
 }
 
-// Import makes an image tagged tag from a root filesystem through the Engine API, with
-// ImportChanges applied, and returns the new image's id.
-func (b *Backend) Import(ctx context.Context, src ImportSource, tag string, out io.Writer) (string, error) {
+func (b *Backend) importImage(ctx context.Context, src sandbox.ImageSource) (string, error) {
+	tag := src.Tag
 	if _, err := reference.ParseNormalizedNamed(tag); err != nil {
-		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("bad tag: %v: %w", err, sandbox.ErrInvalidConfig)}
+		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("bad tag %q: %v (give --tag NAME:TAG): %w", tag, err, sandbox.ErrInvalidConfig)}
+	}
+	if src.RootfsDir != "" && src.TarFile != "" {
+		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("give a root filesystem directory or a tar file, not both: %w", sandbox.ErrInvalidConfig)}
 	}
 	var r io.Reader
 	wait := func() error { return nil }
 	switch {
-	case src.Reader != nil:
-		r = src.Reader
 	case src.TarFile != "":
 		f, err := os.Open(src.TarFile)
 		if err != nil {
@@ -175,9 +221,6 @@ func (b *Backend) Import(ctx context.Context, src ImportSource, tag string, out 
 	}
 	if err := wait(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
 		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: err}
-	}
-	if out != nil {
-		fmt.Fprintf(out, "imported %s (%s)\n", tag, id)
 	}
 	return id, nil
 }

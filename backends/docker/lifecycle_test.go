@@ -72,7 +72,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The session is found again by a new process, and listed.
-	b2 := newBackendWith(t, b.opts.StateDir, func(c *config.Config) { *c = *b.opts.Config; c.Docker.PoolSize = 0 })
+	b2 := newBackendWith(t, b.opts.StateDir, func(c *config.Config) { c.Docker = b.cfg; c.Docker.PoolSize = 0 })
 	if res := run(t, open(t, b2, "pooled"), "ls /workspace/x"); res.ExitCode != 0 || res.EnvironmentRecreated {
 		t.Errorf("second process: %+v", res)
 	}
@@ -138,15 +138,24 @@ func TestGC(t *testing.T) {
 	if _, err := b.cli.ContainerCreate(ctx, spec.config, spec.host, nil, nil, "hermes-pool-"+b.scope+"-dead"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	dry, err := b.GC(ctx, GCOptions{DryRun: true})
-	if err != nil {
-		t.Fatal(err)
+	// Poll until the idle session has been idle longer than its 1 s timeout.
+	var dry sandbox.GCReport
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if dry, err = b.Collect(ctx, sandbox.GCOptions{DryRun: true}); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(dry.Removed, func(it sandbox.GCItem) bool { return it.Name == b.containerName("idle") }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session never became collectable: %+v", dry)
+		}
 	}
 	if c, _ := scopeObjects(t, b); c != 3 {
 		t.Errorf("dry run removed something: %d containers left", c)
 	}
-	rep, err := b.GC(ctx, GCOptions{})
+	rep, err := b.Collect(ctx, sandbox.GCOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +342,7 @@ func TestGCOwnerGone(t *testing.T) {
 	ephemeral := func(owner string) *Backend {
 		cfg := config.NewConfig()
 		cfg.Docker.Image = img
-		b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: testEnviron(), Ephemeral: true},
+		b, err := NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: testEnviron(), Ephemeral: true}),
 			Options{Labels: map[string]string{testLabel: testRun}})
 		if err != nil {
 			t.Fatal(err)
@@ -360,7 +369,7 @@ func TestGCOwnerGone(t *testing.T) {
 		run(t, sess, "true")
 		sess.Close()
 	}
-	rep, err := persistent.GC(ctxT(t, 2*time.Minute), GCOptions{})
+	rep, err := persistent.Collect(ctxT(t, 2*time.Minute), sandbox.GCOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

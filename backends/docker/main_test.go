@@ -160,7 +160,7 @@ func testImage(t testing.TB) string {
 	must(os.WriteFile(filepath.Join(dir, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "etc", "group"), []byte("root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"), 0o644))
 	b := newBackendWith(t, t.TempDir(), func(c *config.Config) { c.Docker.Image = ref })
-	if _, err := b.Import(ctx, ImportSource{RootfsDir: dir}, ref, nil); err != nil {
+	if _, err := b.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
 		t.Fatalf("import the test image: %v", err)
 	}
 	testImg.ref = ref
@@ -200,7 +200,7 @@ func newBackendWith(t testing.TB, state string, mut func(*config.Config)) *Backe
 	if mut != nil {
 		mut(cfg)
 	}
-	b, err := NewWith(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: testEnviron()},
+	b, err := NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: testEnviron()}),
 		Options{Labels: map[string]string{testLabel: testRun}})
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)

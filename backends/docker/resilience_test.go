@@ -52,6 +52,32 @@ func helperOf(t *testing.T, sess sandbox.Session) *agent.Client {
 	return c
 }
 
+// execStarted runs script in the background after printing a line, and returns once that
+// line has arrived (so the command is running), with the channel that gets Exec's error.
+func execStarted(t *testing.T, sess sandbox.Session, script string) <-chan error {
+	t.Helper()
+	started := make(chan struct{})
+	var once sync.Once
+	out := writerFunc(func(p []byte) (int, error) { once.Do(func() { close(started) }); return len(p), nil })
+	errc := make(chan error, 1)
+	go func() {
+		_, err := sess.Exec(context.Background(), sandbox.Command{Script: "echo started; " + script, Stdout: out})
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("Exec(%q) ended before it started: %v", script, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Exec(%q) printed nothing in 30s", script)
+	}
+	return errc
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
 // waitLost waits until a helper stream has ended.
 func waitLost(t *testing.T, c *agent.Client) {
 	t.Helper()
@@ -156,7 +182,7 @@ func TestContextHost(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "contexts", "meta", id), 0o755)
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"currentContext":"`+name+`"}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "contexts", "meta", id, "meta.json"), []byte(`{"Name":"`+name+`","Endpoints":{"docker":{"Host":"unix:///ctx/docker.sock"}}}`), 0o644)
-	opts := sandbox.FactoryOptions{Config: config.NewConfig(), StateDir: t.TempDir(), Environ: []string{"DOCKER_CONFIG=" + dir}}
+	opts := sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: []string{"DOCKER_CONFIG=" + dir}}
 	ep, err := resolveEndpoint("", opts)
 	if err != nil || ep.Host != "unix:///ctx/docker.sock" {
 		t.Errorf("resolveEndpoint(context) = %+v, %v; want unix:///ctx/docker.sock", ep, err)
@@ -296,12 +322,7 @@ func TestKilledContainerRecovers(t *testing.T) {
 		t.Errorf("environment_recreated reported twice")
 	}
 	// Killed in the middle of a command: the command fails at once, with a clear error.
-	errc := make(chan error, 1)
-	go func() {
-		_, err := sess.Exec(context.Background(), sandbox.Command{Script: "sleep 100"})
-		errc <- err
-	}()
-	time.Sleep(300 * time.Millisecond)
+	errc := execStarted(t, sess, "sleep 100")
 	if err := b.cli.ContainerKill(ctx, b.containerName("killed"), "KILL"); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +359,7 @@ func TestRemovedContainerRecovers(t *testing.T) {
 		t.Errorf("container not recreated")
 	}
 	// A new process (a second CLI run) sees the new container as the session's own.
-	b2 := newBackendWith(t, b.opts.StateDir, func(c *config.Config) { *c = *b.opts.Config })
+	b2 := newBackendWith(t, b.opts.StateDir, func(c *config.Config) { c.Docker = b.cfg })
 	s2 := open(t, b2, "removed")
 	if res := run(t, s2, "pwd"); res.EnvironmentRecreated {
 		t.Errorf("second process reports environment_recreated")
@@ -466,12 +487,7 @@ func TestEngineStopsMidCommand(t *testing.T) {
 	b := newBackendWith(t, t.TempDir(), func(c *config.Config) { c.Docker.Image = img; c.Docker.Host = "unix://" + p.path })
 	sess := open(t, b, "enginestop")
 	run(t, sess, "cd /tmp && export HERMES_E=1")
-	errc := make(chan error, 1)
-	go func() {
-		_, err := sess.Exec(context.Background(), sandbox.Command{Script: "sleep 3091"})
-		errc <- err
-	}()
-	time.Sleep(500 * time.Millisecond)
+	errc := execStarted(t, sess, "sleep 3091")
 	p.stop()
 	select {
 	case err := <-errc:

@@ -26,7 +26,7 @@ func benchScript(b *testing.B, script string) {
 		b.Run(string(shell), func(b *testing.B) {
 			cfg := config.NewConfig()
 			cfg.Terminal.Shell = shell
-			be, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}})
+			be, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func BenchmarkConcurrent64(b *testing.B) {
 
 func concurrent(b *testing.B, n int, every time.Duration) {
 	cfg := config.NewConfig()
-	be, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}})
+	be, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}}))
 	if err != nil {
 		b.Fatal(err)
 	}

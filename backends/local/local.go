@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -29,31 +30,38 @@ type Backend struct {
 	env      []string
 }
 
-// New builds the local backend from the configuration.
+// New builds the local backend. It has no config section of its own: the terminal settings
+// (shell, cwd, env_passthrough) in opts are all it uses.
 func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	cfg := opts.Config
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
 	}
-	cwd := cfg.Terminal.Cwd
+	cwd := opts.Cwd
+	if home, _ := opts.Getenv("HOME"); home != "" && (cwd == "~" || strings.HasPrefix(cwd, "~/")) {
+		cwd = filepath.Join(home, cwd[1:])
+	}
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
 	return &Backend{
 		opts:     opts,
 		stateDir: filepath.Join(opts.StateDir, "local"),
-		shell:    string(cfg.Terminal.Shell),
+		shell:    opts.Shell,
 		cwd:      cwd,
-		env:      sandbox.FilterEnv(opts.Environ, cfg.Terminal.EnvPassthrough),
+		env:      sandbox.FilterEnv(opts.Environ, opts.EnvPassthrough),
 	}, nil
 }
+
+// WorkDir is the directory sessions start in (terminal.cwd, else the current directory):
+// the tree the agent was started to work on.
+func (b *Backend) WorkDir() string { return b.cwd }
 
 // Name returns "local".
 func (b *Backend) Name() string { return Name }
 
 // Capabilities reports what local sessions do.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
 		Network:   true}
 }
@@ -70,6 +78,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
 	dir := b.sessionDir(name)
+	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
 		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd})
 		if err != nil {
@@ -97,7 +106,38 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger,
-		Limits: channel.LimitsFrom(b.opts.Config.Terminal)}), nil
+		Limits: channel.LimitsFrom(b.opts)}), nil
+}
+
+// homeFile records, in a session's state, the directory the session was created in.
+const homeFile = "created-in"
+
+// noteHome binds a new session to the directory it is created in, and says so when the
+// session is used from another directory: a local session keeps its own working directory
+// (like a terminal tab), so `make test` from project B in a session made in project A runs in
+// A. The notice goes to the progress writer (the CLI's stderr).
+func (b *Backend) noteHome(name, dir string) {
+	if b.opts.Cwd != "" {
+		return // a configured directory: every session starts there on purpose
+	}
+	here := b.cwd
+	home, err := os.ReadFile(filepath.Join(dir, homeFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if os.MkdirAll(dir, 0o700) == nil {
+			_ = os.WriteFile(filepath.Join(dir, homeFile), []byte(here), 0o600)
+		}
+		return
+	}
+	if err != nil || b.opts.Progress == nil || here == "" {
+		return
+	}
+	h := string(home)
+	if h == here || strings.HasPrefix(here, h+string(filepath.Separator)) {
+		return
+	}
+	fmt.Fprintf(b.opts.Progress, "hermes-sandbox: local session %q belongs to %s (it was created there) and keeps its own directory; "+
+		"this command does not run in %s. Use --cwd . to move the session here, or --session NAME for a session of this directory.\n",
+		name, h, here)
 }
 
 // Sessions lists the sessions with saved state.
@@ -154,4 +194,5 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 var (
 	_ sandbox.Backend        = (*Backend)(nil)
 	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Workspace      = (*Backend)(nil)
 )

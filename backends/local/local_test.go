@@ -15,8 +15,8 @@ func TestConformance(t *testing.T) {
 		NewBackend: func(t testing.TB) sandbox.Backend {
 			cfg := config.NewConfig()
 			cfg.Terminal.Cwd = state
-			b, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: state,
-				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state, "SECRET_TOKEN=nope"}})
+			b, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state,
+				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + state, "SECRET_TOKEN=nope"}}))
 			if err != nil {
 				t.Fatal(err)
 			}

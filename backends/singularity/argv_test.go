@@ -2,6 +2,8 @@ package singularity
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -85,11 +87,20 @@ func TestRemoteImage(t *testing.T) {
 	}
 }
 
+// TestEnvFileContent reads the env file back the way --env-file does (sourced by a shell):
+// every value arrives exactly, quotes, newlines, tabs and $(…) included.
 func TestEnvFileContent(t *testing.T) {
-	got := string(envFileContent([]string{"A=plain", "B=it's \"q\"\nline2", "C="}))
-	want := "A='plain'\nB='it'\\''s \"q\"\nline2'\nC=''\n"
-	if got != want {
-		t.Errorf("envFileContent = %q; want %q", got, want)
+	env := []string{"A=plain", "B=it's \"q\"\nline2", "C=", "D=$(touch x)\ttab `x` \\"}
+	p := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(p, envFileContent(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("/bin/sh", "-c", `. "$1" && printf '%s\0' "A=$A" "B=$B" "C=$C" "D=$D"`, "sh", p).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00"); !slices.Equal(got, env) {
+		t.Errorf("sourced env file = %q; want %q", got, env)
 	}
 }
 
@@ -100,8 +111,8 @@ func TestPassthroughOnlyListed(t *testing.T) {
 	cfg.Singularity.Image = "/x.sif"
 	cfg.Terminal.EnvPassthrough = []string{"HERMES_PASS", "NOT_SET"}
 	state := t.TempDir()
-	b, err := New(sandbox.FactoryOptions{Config: cfg, StateDir: state,
-		Environ: []string{"HERMES_PASS=v1", "SECRET_TOKEN=nope", "HERMES_PASS=v2"}})
+	b, err := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state,
+		Environ: []string{"HERMES_PASS=v1", "SECRET_TOKEN=nope", "HERMES_PASS=v2"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +134,7 @@ func TestPassthroughOnlyListed(t *testing.T) {
 	}
 	// No names listed: no file, no flag.
 	cfg.Terminal.EnvPassthrough = nil
-	b2, _ := New(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: []string{"HERMES_PASS=v"}})
+	b2, _ := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"HERMES_PASS=v"}}))
 	if p2, err := b2.(*Backend).writeEnvFile("s1"); err != nil || p2 != "" {
 		t.Errorf("writeEnvFile without passthrough = %q, %v; want none", p2, err)
 	}
@@ -134,8 +145,8 @@ func TestPassthroughOnlyListed(t *testing.T) {
 
 func TestInstanceNames(t *testing.T) {
 	cfg := config.NewConfig()
-	a, _ := New(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()})
-	b, _ := New(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()})
+	a, _ := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}))
+	b, _ := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}))
 	ab, bb := a.(*Backend), b.(*Backend)
 	if ab.instanceName("s") == bb.instanceName("s") {
 		t.Errorf("two state directories share instance name %q", ab.instanceName("s"))

@@ -132,7 +132,7 @@ var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // through a hash of the full ref.
 func cachedImageName(ref string) string {
 	sum := sha256.Sum256([]byte(ref))
-	base := strings.Trim(unsafeChars.ReplaceAllString(ref, "_"), "_.")
+	base := sanitized(ref)
 	if len(base) > 60 {
 		base = base[:60]
 	}
@@ -161,31 +161,15 @@ func validate(cfg config.SingularityConfig) error {
 	return nil
 }
 
-// passthroughEnv takes the values of terminal.env_passthrough names from the caller's
-// environment, in the order listed.
-func passthroughEnv(opts sandbox.FactoryOptions) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, n := range opts.Config.Terminal.EnvPassthrough {
-		if v, ok := opts.Getenv(n); ok && !seen[n] {
-			seen[n] = true
-			out = append(out, n+"="+v)
-		}
-	}
-	return out
-}
-
 // envFileContent renders K=V pairs in the shell syntax that --env-file reads.
 func envFileContent(env []string) []byte {
 	var sb strings.Builder
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		sb.WriteString(k + "=" + shellQuote(v) + "\n")
+		sb.WriteString(k + "=" + sandbox.ShellQuote(v) + "\n")
 	}
 	return []byte(sb.String())
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // runtimeEnv is the environment of the apptainer process itself: ours, minus the variables
 // apptainer would inject into the container despite --cleanenv (APPTAINERENV_*,

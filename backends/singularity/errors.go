@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os/exec"
 	"strings"
-	"sync"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -56,15 +54,6 @@ func (e *missingError) Error() string {
 
 func (e *missingError) Unwrap() error { return sandbox.ErrUnavailable }
 
-// kindError is a cause that also matches a sandbox sentinel.
-type kindError struct {
-	kind  error
-	cause error
-}
-
-func (e *kindError) Error() string   { return e.cause.Error() }
-func (e *kindError) Unwrap() []error { return []error{e.kind, e.cause} }
-
 // runtimeErr maps a failure to run the runtime to the sandbox sentinels with typed checks,
 // once, here: a missing or unrunnable executable is ErrUnavailable; a non-zero exit becomes
 // a runtimeError carrying stderr; a cancelled context stays what it is.
@@ -76,7 +65,7 @@ func runtimeErr(exe string, words []string, err error, stderr []byte) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
-		return &kindError{kind: sandbox.ErrUnavailable, cause: fmt.Errorf("cannot run %s: %w (install apptainer (https://apptainer.org) or set singularity.executable)", exe, err)}
+		return sandbox.WithKind(sandbox.ErrUnavailable, fmt.Errorf("cannot run %s: %w (install apptainer (https://apptainer.org) or set singularity.executable)", exe, err))
 	}
 	return fmt.Errorf("run %s: %w", exe, err)
 }
@@ -100,44 +89,4 @@ func tail(b []byte, n int) string {
 		b = append([]byte("…"), b[len(b)-n:]...)
 	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(string(b), "\n", " | ")), " ")
-}
-
-// logWriter sends a helper's stderr to the logger line by line and keeps the last lines, so
-// a helper that fails to start can say why.
-type logWriter struct {
-	log *slog.Logger
-
-	mu   sync.Mutex
-	buf  []byte
-	last []byte
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	w.last = append(w.last, p...)
-	if len(w.last) > 4096 {
-		w.last = w.last[len(w.last)-4096:]
-	}
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.log.Debug("helper stderr", "line", string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > 4096 {
-		w.log.Debug("helper stderr", "line", string(w.buf))
-		w.buf = nil
-	}
-	return len(p), nil
-}
-
-// Tail is the end of what was written.
-func (w *logWriter) Tail() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return tail(w.last, 600)
 }

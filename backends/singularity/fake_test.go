@@ -151,7 +151,7 @@ func newFake(t testing.TB, name string) *fake {
 	}
 	exe := filepath.Join(dir, "bin", name)
 	os.MkdirAll(filepath.Dir(exe), 0o700)
-	script := strings.Replace(fakeScript, "@REGISTRY@", shellQuote(reg), 1)
+	script := strings.Replace(fakeScript, "@REGISTRY@", sandbox.ShellQuote(reg), 1)
 	if err := os.WriteFile(exe, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,8 @@ func (s *fakeSetup) config() *config.Config {
 
 func (s *fakeSetup) backend(t testing.TB) *Backend {
 	t.Helper()
-	b, err := New(sandbox.FactoryOptions{Config: s.config(), StateDir: s.state, Environ: s.environ})
+	cfg := s.config()
+	b, err := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: s.state, Environ: s.environ}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,7 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 			s.started = true
 			s.exited = exited
 			s.mu.Unlock()
+			b.touch(s.name)
 			if recreated {
 				b.log.Info("session's instance was recreated; earlier state is gone", "session", s.name)
 			}
@@ -195,8 +197,18 @@ func (b *Backend) image(ctx context.Context) (string, error) {
 	if !remoteImage(b.cfg.Image) {
 		return b.localImage()
 	}
-	cache := filepath.Join(b.dir, "images")
-	dst := filepath.Join(cache, cachedImageName(b.cfg.Image))
+	return b.build(ctx, b.cfg.Image, filepath.Join(b.cacheDir(), cachedImageName(b.cfg.Image)), b.progress())
+}
+
+// progress reports to the factory's progress writer.
+func (b *Backend) progress() sandbox.Progress { return sandbox.Progress{W: b.opts.Progress} }
+
+// cacheDir holds the SIF files made from remote references and imported root filesystems.
+func (b *Backend) cacheDir() string { return filepath.Join(b.dir, "images") }
+
+// build makes the SIF file dst from src (a remote reference or a root filesystem directory)
+// unless it exists, through a temporary file so that a failed build leaves nothing behind.
+func (b *Backend) build(ctx context.Context, src, dst string, p sandbox.Progress) (string, error) {
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
@@ -205,17 +217,15 @@ func (b *Backend) image(ctx context.Context) (string, error) {
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
-	if err := os.MkdirAll(cache, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return "", fmt.Errorf("image cache: %w", err)
 	}
-	tmp := fmt.Sprintf("%s.partial-%d.sif", dst, os.Getpid())
+	tmp := fmt.Sprintf("%s%s%d.sif", dst, partialInfix, os.Getpid())
 	os.Remove(tmp)
 	defer os.Remove(tmp)
-	if b.opts.Progress != nil {
-		fmt.Fprintf(b.opts.Progress, "singularity: converting %s to a SIF image (once; cached in %s)\n", b.cfg.Image, cache)
-	}
-	if _, err := b.run(ctx, buildArgs(tmp, b.cfg.Image)...); err != nil {
-		return "", wrap("image", b.cfg.Image, err)
+	p.Printf("singularity: converting %s to a SIF image (once; cached in %s)\n", src, filepath.Dir(dst))
+	if _, err := b.run(ctx, buildArgs(tmp, src)...); err != nil {
+		return "", wrap("image", src, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		return "", fmt.Errorf("image cache: %w", err)
@@ -230,7 +240,7 @@ func (b *Backend) localImage() (string, error) {
 		return "", err
 	}
 	if _, err := os.Stat(p); err != nil {
-		return "", &kindError{kind: sandbox.ErrNotFound, cause: fmt.Errorf("image %s: %w: point singularity.image at a SIF file, or at a docker:// reference to convert once (hermes-sandbox config set singularity.image docker://python:3.12-slim)", p, err)}
+		return "", sandbox.WithKind(sandbox.ErrNotFound, fmt.Errorf("image %s: %w: point singularity.image at a SIF file, or at a docker:// reference to convert once (hermes-sandbox config set singularity.image docker://python:3.12-slim)", p, err))
 	}
 	return p, nil
 }
@@ -280,7 +290,7 @@ func (b *Backend) startHelper(ctx context.Context, session string) (*agent.Clien
 		inW.Close()
 		return nil, nil, err
 	}
-	stderr := &logWriter{log: b.log.With("session", session)}
+	stderr := channel.NewLogWriter(b.log.With("session", session), slog.LevelDebug, "helper stderr")
 	cmd := exec.Command(exe, args...) // not bound to ctx: the helper outlives this call
 	cmd.Dir = b.dir
 	cmd.Env = runtimeEnv()
@@ -297,10 +307,18 @@ func (b *Backend) startHelper(ctx context.Context, session string) (*agent.Clien
 		outR.Close()
 		return nil, nil, runtimeErr(filepath.Base(exe), subcommand(args), err, nil)
 	}
+	// Held while the helper runs: gc leaves an instance with a helper attached alone.
+	lock, lerr := b.lockAttached(session)
+	if lerr != nil {
+		b.log.Warn("attachment lock", "session", session, "err", lerr)
+	}
 	exited := make(chan struct{})
 	var waitErr error
 	go func() { // owned by closeFn, which waits for it
 		waitErr = cmd.Wait()
+		if lock != nil {
+			lock.Close()
+		}
 		close(exited)
 	}()
 	var once sync.Once

@@ -202,7 +202,7 @@ func TestExecutableLookup(t *testing.T) {
 	cfg := config.NewConfig()
 	cfg.Singularity.Image = testImage(t)
 	newB := func() *Backend {
-		b, err := New(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()})
+		b, err := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,17 +236,17 @@ func TestExecutableLookup(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	testenv.AgentBinary(t)
 	cfg := config.NewConfig()
-	b, _ := New(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()})
+	b, _ := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}))
 	if _, err := b.Open(ctxFor(t), "s"); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "singularity.image") {
 		t.Errorf("Open without an image = %v; want ErrInvalidConfig naming singularity.image", err)
 	}
 	cfg.Singularity.Image = filepath.Join(t.TempDir(), "missing.sif")
 	cfg.Singularity.Executable = newFake(t, "apptainer").exe
-	b, _ = New(sandbox.FactoryOptions{Config: cfg, StateDir: t.TempDir()})
+	b, _ = New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir()}))
 	if err := b.(*Backend).Check(ctxFor(t)); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Check with a missing SIF = %v; want ErrNotFound", err)
 	}
-	if _, err := New(sandbox.FactoryOptions{Config: cfg}); !errors.Is(err, sandbox.ErrInvalidConfig) {
+	if _, err := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{})); !errors.Is(err, sandbox.ErrInvalidConfig) {
 		t.Errorf("New without a state directory = %v; want ErrInvalidConfig", err)
 	}
 }

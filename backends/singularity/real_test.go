@@ -36,7 +36,7 @@ func realBackend(t *testing.T) func(t testing.TB) sandbox.Backend {
 	return func(t testing.TB) sandbox.Backend {
 		cfg := config.NewConfig()
 		cfg.Singularity.Image = image
-		b, err := New(sandbox.FactoryOptions{Config: cfg, StateDir: state, Environ: []string{"SECRET_TOKEN=nope"}})
+		b, err := New(cfg.Singularity, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"SECRET_TOKEN=nope"}}))
 		if err != nil {
 			t.Fatal(err)
 		}

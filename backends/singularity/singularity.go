@@ -23,8 +23,6 @@ package singularity
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,7 +52,7 @@ type Backend struct {
 
 	dir      string // <state>/singularity: sessions, image cache, env files
 	spillDir string
-	scope    string
+	names    sandbox.Scope // instance names: separates state directories on one host
 	passEnv  []string
 
 	exeMu sync.Mutex
@@ -68,29 +66,34 @@ type Backend struct {
 	closed bool
 }
 
-// New builds the singularity backend from the configuration. It runs nothing: the runtime is
-// looked for and probed on first use.
-func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	if opts.Config == nil {
-		return nil, wrap("new", "", fmt.Errorf("no configuration: %w", sandbox.ErrInvalidConfig))
+// New builds the singularity backend from its config section. It runs nothing: the runtime
+// is looked for and probed on first use.
+func New(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
+	b, err := newBackend(cfg, opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.StateDir == "" {
-		return nil, wrap("new", "", fmt.Errorf("no state directory: %w", sandbox.ErrInvalidConfig))
+	return b, nil
+}
+
+func newBackend(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (*Backend, error) {
+	names, err := sandbox.NewScope(opts.StateDir)
+	if err != nil {
+		return nil, wrap("new", "", err)
 	}
 	state, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, wrap("new", "", fmt.Errorf("state directory: %w", err))
 	}
-	sum := sha256.Sum256([]byte(state))
 	return &Backend{
 		opts:     opts,
-		cfg:      opts.Config.Singularity,
+		cfg:      cfg,
 		log:      opts.Log().With("backend", Name),
-		shell:    string(opts.Config.Terminal.Shell),
+		shell:    opts.Shell,
 		dir:      filepath.Join(state, Name),
 		spillDir: filepath.Join(state, "output"),
-		scope:    hex.EncodeToString(sum[:])[:8],
-		passEnv:  passthroughEnv(opts),
+		names:    names,
+		passEnv:  opts.Passthrough(),
 	}, nil
 }
 
@@ -105,7 +108,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	} else {
 		iso += "image with a persistent overlay"
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Isolation: iso, Network: false}
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true, Isolation: iso, Network: false}
 }
 
 // Warnings lists configuration choices that weaken the isolation.
@@ -139,16 +142,14 @@ func (b *Backend) isClosed() bool {
 
 // instanceName is the session's instance: found again from any process using the same state
 // directory.
-func (b *Backend) instanceName(session string) string { return "hermes-" + b.scope + "-" + session }
+func (b *Backend) instanceName(session string) string { return b.names.Name(session) }
 
 // sessionOf returns the session of one of our instance names ("" for others).
-func (b *Backend) sessionOf(instance string) string {
-	s, ok := strings.CutPrefix(instance, "hermes-"+b.scope+"-")
-	if !ok || sandbox.ValidateSessionName(s) != nil {
-		return ""
-	}
-	return s
-}
+func (b *Backend) sessionOf(instance string) string { return b.names.Session(instance) }
+
+// WorkDir is the session's persistent workspace (singularity.cwd, else /workspace), bound
+// from the state directory: what commands delete there is the agent's own.
+func (b *Backend) WorkDir() string { return workdir(b.cfg) }
 
 // sessionDir holds a session's host-side state: its record, workspace, overlay and env file.
 func (b *Backend) sessionDir(session string) string {
@@ -169,7 +170,8 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, Limits: channel.LimitsFrom(b.opts.Config.Terminal)})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.touch(name); return nil },
+		Limits: channel.LimitsFrom(b.opts)})
 	return s, nil
 }
 
@@ -240,7 +242,7 @@ func (b *Backend) runWith(ctx context.Context, exe string, args ...string) ([]by
 func helper() (string, []string, error) {
 	p, args, err := agentbin.Path(agentbin.HostArch())
 	if err != nil {
-		return "", nil, &kindError{kind: sandbox.ErrUnavailable, cause: err}
+		return "", nil, sandbox.WithKind(sandbox.ErrUnavailable, err)
 	}
 	if n := len(args); n > 0 && args[n-1] == "serve" {
 		args = args[:n-1]
@@ -274,4 +276,7 @@ var (
 	_ sandbox.SessionManager = (*Backend)(nil)
 	_ sandbox.Checker        = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
+	_ sandbox.Workspace      = (*Backend)(nil)
+	_ sandbox.ImageManager   = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
 )

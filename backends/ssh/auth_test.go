@@ -139,7 +139,7 @@ func TestAgentAuth(t *testing.T) {
 	cfg.SSH.Key = config.NewConfig().SSH.Key // the default, absent here: only the agent can log in
 	fo := d.factory(t, cfg, nil)
 	fo.Environ = append(fo.Environ, "SSH_AUTH_SOCK="+sock)
-	b, err := NewWithOptions(fo, Options{SSHConfig: "none"})
+	b, err := NewWithOptions(cfg.SSH, fo, Options{SSHConfig: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}

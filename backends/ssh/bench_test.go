@@ -105,7 +105,8 @@ func BenchmarkFirstCommand(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		t := time.Now()
-		be, err := NewWithOptions(d.factory(b, d.config(), nil), Options{SSHConfig: "none"})
+		cfg := d.config()
+		be, err := NewWithOptions(cfg.SSH, d.factory(b, cfg, nil), Options{SSHConfig: "none"})
 		if err != nil {
 			b.Fatal(err)
 		}

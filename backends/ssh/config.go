@@ -73,12 +73,7 @@ var defaultIdentities = []string{"~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh
 
 // resolveSettings combines the ssh config section with ~/.ssh/config. Precedence: a value set
 // in hermes-sandbox's configuration wins, then ~/.ssh/config, then OpenSSH's defaults.
-func resolveSettings(fo sandbox.FactoryOptions, o Options) (*settings, error) {
-	cfg := fo.Config
-	if cfg == nil {
-		cfg = config.NewConfig()
-	}
-	sc := cfg.SSH
+func resolveSettings(sc config.SSHConfig, fo sandbox.FactoryOptions, o Options) (*settings, error) {
 	if sc.Host == "" {
 		return nil, fmt.Errorf("ssh.host is not set: run `hermes-sandbox setup ssh` or `hermes-sandbox config set ssh.host HOST`: %w", sandbox.ErrInvalidConfig)
 	}
@@ -97,8 +92,8 @@ func resolveSettings(fo sandbox.FactoryOptions, o Options) (*settings, error) {
 			return nil, fmt.Errorf("%w: %w", err, sandbox.ErrInvalidConfig)
 		}
 	}
-	portSet := cfg.Source("ssh.port") != config.SourceDefault || sc.Port != 22
-	keySet := cfg.Source("ssh.key") != config.SourceDefault || sc.Key != config.NewConfig().SSH.Key
+	portSet := fo.IsExplicit("ssh.port") || sc.Port != 22
+	keySet := fo.IsExplicit("ssh.key") || sc.Key != config.NewConfig().SSH.Key
 
 	resolve := func(alias, user string, port int, portExplicit bool, key string, keyExplicit bool) endpoint {
 		hc := sshCfg.lookup(alias)
@@ -150,7 +145,7 @@ func resolveSettings(fo sandbox.FactoryOptions, o Options) (*settings, error) {
 		password:       sc.Password,
 		passphrase:     sc.KeyPassphrase,
 		remoteCwd:      sc.Cwd,
-		shell:          string(cfg.Terminal.Shell),
+		shell:          fo.Shell,
 	}
 	if s.policy == "" {
 		s.policy = config.HostKeyAcceptNew

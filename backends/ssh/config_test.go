@@ -123,11 +123,11 @@ func TestResolveSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	fo := func(cfg *config.Config) sandbox.FactoryOptions {
-		return sandbox.FactoryOptions{Config: cfg, Environ: []string{"HOME=" + home, "USER=me", "SSH_AUTH_SOCK=/tmp/agent.sock"}}
+		return cfg.BackendOptions(sandbox.FactoryOptions{Environ: []string{"HOME=" + home, "USER=me", "SSH_AUTH_SOCK=/tmp/agent.sock"}})
 	}
 	cfg := config.NewConfig()
 	cfg.SSH.Host = "box"
-	s, err := resolveSettings(fo(cfg), Options{})
+	s, err := resolveSettings(cfg.SSH, fo(cfg), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestResolveSettings(t *testing.T) {
 	}
 	cfg.SSH.User = "bob"
 	cfg.SSH.Key = "~/.ssh/mine"
-	s, err = resolveSettings(fo(cfg), Options{})
+	s, err = resolveSettings(cfg.SSH, fo(cfg), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestResolveSettings(t *testing.T) {
 	// Without ~/.ssh/config entries, OpenSSH's default keys are tried.
 	cfg = config.NewConfig()
 	cfg.SSH.Host = "plain"
-	s, err = resolveSettings(fo(cfg), Options{})
+	s, err = resolveSettings(cfg.SSH, fo(cfg), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestResolveSettings(t *testing.T) {
 	}
 	// No host: a configuration error that says what to do.
 	cfg = config.NewConfig()
-	if _, err := resolveSettings(fo(cfg), Options{}); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "setup ssh") {
+	if _, err := resolveSettings(cfg.SSH, fo(cfg), Options{}); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "setup ssh") {
 		t.Errorf("resolveSettings(no host) = %v", err)
 	}
 }

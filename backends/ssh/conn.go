@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -357,14 +358,71 @@ func (h *host) sftp(ctx context.Context) (*sftp.Client, error) {
 		return nil, err
 	}
 	cl, err := sftp.NewClient(l.client, sftp.UseConcurrentWrites(true))
+	var closeExec func()
 	if err != nil {
-		h.releaseChannel(l)
-		return nil, fmt.Errorf("start SFTP (is the sftp subsystem enabled in the server's sshd_config?): %w", err)
+		// Hardened hosts often drop the sftp Subsystem line but keep the sftp-server
+		// program: speak SFTP to it over an exec channel instead.
+		var xerr error
+		if cl, closeExec, xerr = execSFTP(l.client); xerr != nil {
+			h.releaseChannel(l)
+			return nil, fmt.Errorf("%w: start SFTP: the server has no sftp subsystem (%v) and no sftp-server program to run instead (%v)", ErrNoSFTP, err, xerr)
+		}
 	}
 	h.sftpCl, h.sftpLive = cl, l
 	var once sync.Once
-	h.sftpRel = func() { once.Do(func() { h.releaseChannel(l) }) }
+	h.sftpRel = func() {
+		once.Do(func() {
+			if closeExec != nil {
+				closeExec()
+			}
+			h.releaseChannel(l)
+		})
+	}
 	return cl, nil
+}
+
+// ErrNoSFTP says the host offers no SFTP at all; the helper is then uploaded over an exec
+// channel, and features that browse the remote file system say they need SFTP.
+var ErrNoSFTP = errors.New("no SFTP on the host")
+
+// sftpServers are where OpenSSH's sftp-server lives on common systems.
+var sftpServers = []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server", "/usr/libexec/sftp-server", "/usr/lib/sftp-server"}
+
+// execSFTP runs sftp-server in an exec channel and returns an SFTP client speaking to it.
+func execSFTP(c *gossh.Client) (*sftp.Client, func(), error) {
+	if len(sftpServers) == 0 {
+		return nil, nil, errors.New("no sftp-server paths to try")
+	}
+	var script strings.Builder
+	script.WriteString("for p in")
+	for _, p := range sftpServers {
+		script.WriteString(" " + shq(p))
+	}
+	script.WriteString(`; do [ -x "$p" ] && exec "$p"; done; exit 127`)
+	sess, err := c.NewSession()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	r, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	if err := sess.Start(script.String()); err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	cl, err := sftp.NewClientPipe(r, w, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		sess.Close()
+		return nil, nil, fmt.Errorf("sftp-server over exec: %w", err)
+	}
+	return cl, func() { cl.Close(); sess.Close() }, nil
 }
 
 // dialer opens authenticated connections, through jump hosts when configured.

@@ -7,13 +7,19 @@ import (
 
 // TestEnvPassthroughReachesRemote: names in terminal.env_passthrough reach the remote session
 // through the helper protocol (not the command line), also for a session that already
-// existed when the name was added.
+// existed when the name was added. The plain-shell fallback gets them too, over its stdin.
 func TestEnvPassthroughReachesRemote(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		t.Run(map[bool]string{false: "helper", true: "plain-shell"}[force], func(t *testing.T) { testEnvPassthrough(t, force) })
+	}
+}
+
+func testEnvPassthrough(t *testing.T, forceShell bool) {
 	d := newTestSSHD(t)
 	cfg := d.config()
 	fo := d.factory(t, cfg, nil)
 	fo.Environ = append(fo.Environ, "HERMES_PT_TOKEN=tok-value-1234", "HERMES_NOT_LISTED=nope")
-	b, err := NewWithOptions(fo, Options{SSHConfig: "none"})
+	b, err := NewWithOptions(cfg.SSH, fo, Options{SSHConfig: "none", ForceShell: forceShell})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +35,8 @@ func TestEnvPassthroughReachesRemote(t *testing.T) {
 	b.Close()
 
 	cfg.Terminal.EnvPassthrough = []string{"HERMES_PT_TOKEN"}
-	fo.Config = cfg
-	b2, err := NewWithOptions(fo, Options{SSHConfig: "none"})
+	fo.EnvPassthrough = cfg.Terminal.EnvPassthrough
+	b2, err := NewWithOptions(cfg.SSH, fo, Options{SSHConfig: "none", ForceShell: forceShell})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,7 +149,18 @@ func (s *shellSession) startShell(ctx context.Context) (*shellChan, error) {
 	}()
 	ta, tb := randomHex(8), randomHex(8)
 	tok := []byte(ta + tb)
-	script := fmt.Sprintf(shellPrologue, stateExpr(s.name), killFuncs) + syncCommand(ta, tb)
+	// terminal.env_passthrough values arrive over stdin, never on a command line. Like the
+	// helper's seed_env, they add names the session does not have: a new session exports them;
+	// an existing one gets a line in its saved state that sets each only where it is unset.
+	var seed strings.Builder
+	pt := s.b.passthrough()
+	for _, k := range slices.Sorted(maps.Keys(pt)) {
+		line := `[ -n "${` + k + `+x}" ] || export ` + k + "=" + shq(pt[k])
+		seed.WriteString(`if [ -f "$__hsd/shell.env" ]; then __l=` + shq(line) +
+			`; grep -qxF "$__l" "$__hsd/shell.env" || printf '%s\n' "$__l" >>"$__hsd/shell.env"; else export ` +
+			k + "=" + shq(pt[k]) + "; fi\n")
+	}
+	script := fmt.Sprintf(shellPrologue, stateExpr(s.name), killFuncs) + seed.String() + syncCommand(ta, tb)
 	type answer struct {
 		fields [][]byte
 		err    error

@@ -39,6 +39,7 @@ type Options struct {
 
 // Backend runs sessions on one remote host.
 type Backend struct {
+	cfg  config.SSHConfig
 	fo   sandbox.FactoryOptions
 	o    Options
 	log  *slog.Logger
@@ -53,16 +54,19 @@ type Backend struct {
 	closed bool
 }
 
-// New builds the ssh backend from the configuration. It does no I/O: the host is reached
+// New builds the ssh backend from its config section. It does no I/O: the host is reached
 // in Open, Check and friends.
-func New(fo sandbox.FactoryOptions) (sandbox.Backend, error) { return NewWithOptions(fo, Options{}) }
+func New(cfg config.SSHConfig, fo sandbox.FactoryOptions) (sandbox.Backend, error) {
+	b, err := NewWithOptions(cfg, fo, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
 
 // NewWithOptions is New with program-level options.
-func NewWithOptions(fo sandbox.FactoryOptions, o Options) (*Backend, error) {
-	if fo.Config == nil {
-		fo.Config = config.NewConfig()
-	}
-	b := &Backend{fo: fo, o: o}
+func NewWithOptions(cfg config.SSHConfig, fo sandbox.FactoryOptions, o Options) (*Backend, error) {
+	b := &Backend{cfg: cfg, fo: fo, o: o}
 	b.log = fo.Log().With("backend", Name)
 	return b, nil
 }
@@ -76,7 +80,8 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if s, err := b.settings(); err == nil {
 		target = s.target.String()
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true,
+	// The plain-shell protocol (forced, or where the helper cannot run) has no terminal.
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: !b.o.ForceShell,
 		Isolation: "the machine boundary: commands run on " + target + " with that account's permissions, and nothing confines them on that host",
 		Network:   true}
 }
@@ -84,7 +89,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 // Warnings lists configuration choices that weaken the setup.
 func (b *Backend) Warnings() []string {
 	var w []string
-	if b.fo.Config.SSH.PasswordAuth {
+	if b.cfg.PasswordAuth {
 		w = append(w, "ssh.password_auth is on: password logins can be guessed or phished; prefer a key")
 	}
 	if s, err := b.settings(); err == nil && s.target.user == "root" {
@@ -94,7 +99,7 @@ func (b *Backend) Warnings() []string {
 }
 
 func (b *Backend) settings() (*settings, error) {
-	b.once.Do(func() { b.s, b.sErr = resolveSettings(b.fo, b.o) })
+	b.once.Do(func() { b.s, b.sErr = resolveSettings(b.cfg, b.fo, b.o) })
 	return b.s, b.sErr
 }
 
@@ -192,7 +197,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.fo.StateDir, "output"), Logger: b.fo.Logger, OnClose: onClose,
-		Limits: channel.LimitsFrom(b.fo.Config.Terminal)}), nil
+		Limits: channel.LimitsFrom(b.fo)}), nil
 }
 
 // start starts the session's helper, working out first (once per host) where it lives. It
@@ -334,7 +339,7 @@ var (
 // passthrough returns the caller's values of the names in terminal.env_passthrough.
 func (b *Backend) passthrough() map[string]string {
 	env := map[string]string{}
-	for _, name := range b.fo.Config.Terminal.EnvPassthrough {
+	for _, name := range b.fo.EnvPassthrough {
 		if v, ok := b.fo.Getenv(name); ok {
 			env[name] = v
 		}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type testSSHD struct {
 	log  *bytes.Buffer
 	done chan struct{}
 }
+
+// noSFTP, given to newTestSSHD, leaves the sftp subsystem out of the server's config.
+const noSFTP = "# no sftp subsystem"
 
 // newTestSSHD starts sshd, or skips (fails when HERMES_SANDBOX_TEST_REQUIRE=ssh) when there
 // is none.
@@ -135,7 +139,13 @@ func (d *testSSHD) writeConfig() string {
 		"MaxStartups 64",
 		"LogLevel VERBOSE",
 	}
-	lines = append(lines, d.extra...)
+	for _, x := range d.extra {
+		if x == noSFTP { // a hardened server: no sftp subsystem at all
+			lines = slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Subsystem sftp") })
+			continue
+		}
+		lines = append(lines, x)
+	}
 	p := filepath.Join(d.dir, "sshd_config")
 	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		d.t.Fatal(err)
@@ -271,8 +281,8 @@ func (d *testSSHD) config() *config.Config {
 
 // factory returns FactoryOptions for a backend that talks to this server.
 func (d *testSSHD) factory(t testing.TB, cfg *config.Config, progress io.Writer) sandbox.FactoryOptions {
-	return sandbox.FactoryOptions{Config: cfg, StateDir: filepath.Join(d.dir, "state"), Progress: progress,
-		Environ: []string{"HOME=" + d.localHome, "USER=" + d.user, "PATH=/usr/local/bin:/usr/bin:/bin"}}
+	return cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(d.dir, "state"), Progress: progress,
+		Environ: []string{"HOME=" + d.localHome, "USER=" + d.user, "PATH=/usr/local/bin:/usr/bin:/bin"}})
 }
 
 // backend builds a backend for this server; it is closed when the test ends.
@@ -286,7 +296,7 @@ func (d *testSSHD) backendWith(t testing.TB, cfg *config.Config, progress io.Wri
 	if o.SSHConfig == "" {
 		o.SSHConfig = "none"
 	}
-	b, err := NewWithOptions(d.factory(t, cfg, progress), o)
+	b, err := NewWithOptions(cfg.SSH, d.factory(t, cfg, progress), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // Remote layout, under the remote user's home.
@@ -248,6 +249,9 @@ func (b *Backend) shellPlacement(h *host, reason string) *placement {
 // /tmp/hermes-sandbox-UID) is ours and private, so no other user can swap the binary.
 func privateRoot(ctx context.Context, h *host, root, uid string) error {
 	cl, err := h.sftp(ctx)
+	if errors.Is(err, ErrNoSFTP) {
+		return privateRootShell(ctx, h, root, uid)
+	}
 	if err != nil {
 		return err
 	}
@@ -279,6 +283,9 @@ func privateRoot(ctx context.Context, h *host, root, uid string) error {
 func (b *Backend) upload(ctx context.Context, h *host, dir string, img *helperImage) (string, error) {
 	final := path.Join(dir, "sandbox-agent")
 	cl, err := h.sftp(ctx)
+	if errors.Is(err, ErrNoSFTP) {
+		return b.uploadExec(ctx, h, dir, img)
+	}
 	if err != nil {
 		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err}
 	}
@@ -341,6 +348,72 @@ func (b *Backend) upload(ctx context.Context, h *host, dir string, img *helperIm
 	if err != nil {
 		cl.Remove(tmp)
 		return "", uerr(err)
+	}
+	b.progressf("ssh: helper installed in %.1f s\n", time.Since(start).Seconds())
+	return final, nil
+}
+
+// privateRootShell is privateRoot for a host without SFTP, in one shell command.
+func privateRootShell(ctx context.Context, h *host, root, uid string) error {
+	q := shq(root)
+	script := "mkdir " + q + " 2>/dev/null; [ -d " + q + " ] && [ ! -L " + q + " ] && [ \"$(stat -c %u " + q + ")\" = " + shq(uid) +
+		" ] && chmod 700 " + q
+	_, errOut, code, err := h.run(ctx, script, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %v", root, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("%s is not a directory owned by uid %s %s", root, uid, oneLine(errOut, 200))
+	}
+	return nil
+}
+
+// uploadExec is upload for a host without SFTP: the bytes go through `cat` on an exec
+// channel into a temporary file, are checked by size and (where sha256sum exists) by SHA-256,
+// and are renamed into place.
+func (b *Backend) uploadExec(ctx context.Context, h *host, dir string, img *helperImage) (string, error) {
+	final := path.Join(dir, "sandbox-agent")
+	size := strconv.FormatInt(img.size, 10)
+	if out, _, code, err := h.run(ctx, "echo "+probeMarker+"; wc -c < "+shq(final)+" 2>/dev/null", nil); err == nil && code == 0 {
+		_, got, _ := bytes.Cut(out, []byte(probeMarker+"\n"))
+		if strings.TrimSpace(string(got)) == size {
+			return final, nil
+		}
+	}
+	start := time.Now()
+	b.progressf("ssh: installing the sandbox helper on %s (%s) in %s over an exec channel (no SFTP) …\n", h.s.target.String(), human(img.size), dir)
+	src, err := os.Open(img.path)
+	if err != nil {
+		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err}
+	}
+	defer src.Close()
+	tmp := path.Join(dir, ".sandbox-agent.tmp-"+randomHex(6))
+	sum := sha256.New()
+	script := "umask 077 && mkdir -p " + shq(dir) + " && cat > " + shq(tmp) + " && [ \"$(wc -c < " + shq(tmp) + ")\" = " + size +
+		" ] && chmod 700 " + shq(tmp)
+	_, errOut, code, err := h.run(ctx, script, &ctxReader{ctx: ctx, r: io.TeeReader(src, sum)})
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d: %s", code, oneLine(errOut, 300))
+		if bytes.Contains(errOut, []byte("No space left")) {
+			h.run(ctx, "rm -f "+shq(tmp), nil)
+			return "", &UploadError{Host: h.s.target.String(), Path: final, DiskFull: true, Need: img.size, Err: err}
+		}
+	}
+	if err == nil && hex.EncodeToString(sum.Sum(nil)) != img.sha {
+		err = fmt.Errorf("local helper %s changed while uploading; retry", img.path)
+	}
+	if err == nil {
+		err = verifyRemote(ctx, h, tmp, img.sha)
+	}
+	if err == nil {
+		_, errOut, code, err = h.run(ctx, "mv -f "+shq(tmp)+" "+shq(final), nil)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("rename: exit %d: %s", code, oneLine(errOut, 300))
+		}
+	}
+	if err != nil {
+		h.run(context.WithoutCancel(ctx), "rm -f "+shq(tmp), nil)
+		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err, Need: img.size}
 	}
 	b.progressf("ssh: helper installed in %.1f s\n", time.Since(start).Seconds())
 	return final, nil
@@ -415,9 +488,4 @@ func randomHex(n int) string {
 }
 
 // shq quotes s as one POSIX shell word.
-func shq(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:@%+,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+var shq = sandbox.ShellQuote

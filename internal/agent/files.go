@@ -58,7 +58,7 @@ func (s *Server) call(id uint32, req CallRequest) {
 	case opJobStart, opJobList, opJobPoll, opJobWait, opJobKill:
 		s.goTracked(func() { s.jobCall(id, req) })
 	default:
-		s.sendErr(id, "unsupported", "unknown operation "+req.Op)
+		s.sendErr(id, KindUnsupported, "unknown operation "+req.Op)
 	}
 }
 
@@ -89,7 +89,7 @@ func (s *Server) readFile(id uint32, req CallRequest) {
 		return
 	}
 	if fi.IsDir() {
-		s.sendErr(id, "invalid", p+" is a directory")
+		s.sendErr(id, KindInvalid, p+" is a directory")
 		return
 	}
 	if req.Offset > 0 {
@@ -134,7 +134,7 @@ func (s *Server) startWrite(id uint32, req CallRequest) {
 		return
 	}
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		s.sendErr(id, "invalid", target+" is a directory")
+		s.sendErr(id, KindInvalid, target+" is a directory")
 		return
 	}
 	f, err := os.CreateTemp(filepath.Dir(target), ".hermes-write-*")

@@ -207,10 +207,25 @@ type ExitInfo struct {
 	StateError string `json:"state_error,omitempty"`
 }
 
+// ErrorKind classifies a failure the helper reports; clients map it to sentinel errors.
+type ErrorKind string
+
+// The helper's error kinds, the same on both ends of the stream.
+const (
+	KindNotFound    ErrorKind = "not_found"
+	KindExists      ErrorKind = "exists"
+	KindPermission  ErrorKind = "permission"
+	KindInvalid     ErrorKind = "invalid"
+	KindUnsupported ErrorKind = "unsupported"
+	KindIO          ErrorKind = "io"
+	// KindLimit: a session limit (terminal.max_jobs) was reached.
+	KindLimit ErrorKind = "limit"
+)
+
 // RemoteError is a failure the helper reports for a call or run.
 type RemoteError struct {
-	Kind    string `json:"kind"` // not_found, invalid, unsupported, exists, io
-	Message string `json:"message"`
+	Kind    ErrorKind `json:"kind"`
+	Message string    `json:"message"`
 }
 
 func (e *RemoteError) Error() string { return e.Message }

@@ -27,16 +27,16 @@ const (
 // wrapper runs the user's script in the session's shell. The working directory and the
 // exported environment are saved when the script returns, and by an exit trap when it calls
 // exit, so `cd` and `export` carry over even when the script sets its own EXIT trap. The save
-// ends with a marker, so a save cut short (a full disk) is recognised. The script arrives in
-// an environment variable (or a file, when large) so it is never parsed by anything but the
-// shell.
-const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE
-unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE
-__hermes_save() { { printf "%s\0" "$PWD"; export -p; printf "\0` + stateEnd + `"; } 2>/dev/null >"$__hermes_st" || :; __hermes_saved=1; }
-trap '__hermes_rc=$?; [ -n "$__hermes_saved" ] || __hermes_save; exit $__hermes_rc' EXIT
-if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi
-__hermes_rc=$?; __hermes_save; exit $__hermes_rc
-`
+// ends with a marker (stateEnd), so a save cut short (a full disk) is recognised. The script
+// arrives in an environment variable (or a file, when large) so it is never parsed by anything
+// but the shell. The wrapper is one line, so the shell's error messages carry the user's own
+// line numbers ("line 1: nosuchprog: command not found").
+const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE; ` +
+	`unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE; ` +
+	`__hermes_save() { { printf "%s\0" "$PWD"; export -p; printf "\0hermes-state-end\n"; } 2>/dev/null >"$__hermes_st" || :; __hermes_saved=1; }; ` +
+	`trap '__hermes_rc=$?; [ -n "$__hermes_saved" ] || __hermes_save; exit $__hermes_rc' EXIT; ` +
+	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi; ` +
+	`__hermes_rc=$?; __hermes_save; exit $__hermes_rc`
 
 // stateEnd closes a complete state save.
 const stateEnd = "hermes-state-end\n"

@@ -135,7 +135,7 @@ func (s *Server) dispatch(f frame) {
 	case tRun:
 		var req RunRequest
 		if err := json.Unmarshal(f.payload, &req); err != nil {
-			s.sendErr(f.id, "invalid", "bad run request: "+err.Error())
+			s.sendErr(f.id, KindInvalid, "bad run request: "+err.Error())
 			return
 		}
 		if req.TTY {
@@ -176,12 +176,12 @@ func (s *Server) dispatch(f frame) {
 	case tCall:
 		var req CallRequest
 		if err := json.Unmarshal(f.payload, &req); err != nil {
-			s.sendErr(f.id, "invalid", "bad call: "+err.Error())
+			s.sendErr(f.id, KindInvalid, "bad call: "+err.Error())
 			return
 		}
 		s.call(f.id, req)
 	default:
-		s.sendErr(f.id, "invalid", fmt.Sprintf("unknown frame type %q", f.typ))
+		s.sendErr(f.id, KindInvalid, fmt.Sprintf("unknown frame type %q", f.typ))
 	}
 }
 
@@ -193,23 +193,23 @@ func (s *Server) send(typ frameType, id uint32, v any) error {
 	return s.out.write(typ, id, b)
 }
 
-func (s *Server) sendErr(id uint32, kind, msg string) {
+func (s *Server) sendErr(id uint32, kind ErrorKind, msg string) {
 	_ = s.send(tError, id, RemoteError{Kind: kind, Message: msg})
 }
 
 func (s *Server) sendErrFrom(id uint32, err error) {
-	kind := "io"
+	kind := KindIO
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		kind = "not_found"
+		kind = KindNotFound
 	case errors.Is(err, os.ErrExist):
-		kind = "exists"
+		kind = KindExists
 	case errors.Is(err, os.ErrPermission):
-		kind = "permission"
+		kind = KindPermission
 	case errors.Is(err, errInvalid):
-		kind = "invalid"
+		kind = KindInvalid
 	case errors.Is(err, errLimit):
-		kind = "limit"
+		kind = KindLimit
 	}
 	s.sendErr(id, kind, err.Error())
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 )
@@ -17,9 +18,17 @@ const EnvVar = "HERMES_SANDBOX_AGENT"
 // Path returns a static linux binary of the helper for arch (amd64, arm64). It looks at
 // $HERMES_SANDBOX_AGENT, then beside the running executable (sandbox-agent-linux-<arch>,
 // sandbox-agent), then at the running executable itself, which can serve as its own helper
-// when it is a static linux binary of that architecture (`hermes-sandbox __agent`). The
-// second result is the argument list that starts the helper's protocol server.
+// when it is a static linux binary of that architecture (`hermes-sandbox __agent`), then on
+// PATH (sandbox-agent-linux-<arch>, sandbox-agent, then a static hermes-sandbox), so a Go
+// program using the library finds a helper installed with `go install`. The second result is
+// the argument list that starts the helper's protocol server.
 func Path(arch string) (string, []string, error) {
+	exe, _ := os.Executable()
+	return find(arch, exe)
+}
+
+// find is Path with the running executable given ("" = none to consider).
+func find(arch, exe string) (string, []string, error) {
 	var tried []string
 	var candidates []string
 	if p := os.Getenv(EnvVar); p != "" {
@@ -29,7 +38,6 @@ func Path(arch string) (string, []string, error) {
 			candidates = append(candidates, p)
 		}
 	}
-	exe, _ := os.Executable()
 	if exe != "" {
 		dir := filepath.Dir(exe)
 		candidates = append(candidates, filepath.Join(dir, "sandbox-agent-linux-"+arch), filepath.Join(dir, "sandbox-agent"))
@@ -46,7 +54,20 @@ func Path(arch string) (string, []string, error) {
 			return exe, []string{"__agent", "serve"}, nil
 		}
 	}
-	return "", nil, fmt.Errorf("no static linux/%s sandbox-agent helper found (tried %v): build one with `CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -o sandbox-agent-linux-%s ./cmd/sandbox-agent` and put it beside hermes-sandbox, or point %s at it",
+	for _, name := range []string{"sandbox-agent-linux-" + arch, "sandbox-agent", "hermes-sandbox"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		tried = append(tried, p)
+		if err := checkStatic(p, arch); err == nil {
+			if name == "hermes-sandbox" {
+				return p, []string{"__agent", "serve"}, nil
+			}
+			return p, []string{"serve"}, nil
+		}
+	}
+	return "", nil, fmt.Errorf("no static linux/%s sandbox-agent helper found (tried %v): build one with `CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -o sandbox-agent-linux-%s ./cmd/sandbox-agent` and put it beside hermes-sandbox or on PATH (CGO_ENABLED=0 go install …/cmd/sandbox-agent), or point %s at it",
 		arch, tried, arch, arch, EnvVar)
 }
 

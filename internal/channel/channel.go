@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -170,14 +169,16 @@ func (s *Session) wrap(op string, err error) error {
 	var re *agent.RemoteError
 	if errors.As(err, &re) {
 		switch re.Kind {
-		case "not_found":
-			err = kindError{re.Message, sandbox.ErrNotFound}
-		case "invalid":
-			err = kindError{re.Message, sandbox.ErrInvalidConfig}
-		case "permission":
-			err = kindError{re.Message, fs.ErrPermission}
-		case "limit":
-			err = kindError{re.Message, ErrLimit}
+		case agent.KindNotFound:
+			err = sandbox.WithKind(sandbox.ErrNotFound, re)
+		case agent.KindInvalid:
+			err = sandbox.WithKind(sandbox.ErrInvalidConfig, re)
+		case agent.KindPermission:
+			err = sandbox.WithKind(fs.ErrPermission, re)
+		case agent.KindUnsupported:
+			err = sandbox.WithKind(sandbox.ErrUnsupported, re)
+		case agent.KindLimit:
+			err = sandbox.WithKind(ErrLimit, re)
 		}
 	}
 	var se *sandbox.Error
@@ -189,15 +190,6 @@ func (s *Session) wrap(op string, err error) error {
 
 // ErrLimit says a session limit (terminal.max_jobs, mcp.max_sessions) was reached.
 var ErrLimit = errors.New("limit reached")
-
-// kindError is a helper's message that matches a sentinel with errors.Is.
-type kindError struct {
-	msg  string
-	kind error
-}
-
-func (e kindError) Error() string { return e.msg }
-func (e kindError) Unwrap() error { return e.kind }
 
 // Exec runs cmd. On cancellation it returns the partial result (exit 130) together with an
 // error wrapping ctx.Err(); the process tree inside the sandbox is already gone by then.
@@ -452,14 +444,7 @@ func (s *Session) Shell(ctx context.Context, opts sandbox.TerminalOptions) (int,
 
 var _ sandbox.Terminal = (*Session)(nil)
 
-// LimitsFrom reads a session's limits from the terminal section of the configuration.
-func LimitsFrom(t config.TerminalConfig) Limits {
-	l := Limits{SpillLimit: int64(t.SpillLimit), MaxJobs: t.MaxJobs, JobTimeout: t.JobTimeout}
-	if l.MaxJobs == 0 {
-		l.MaxJobs = -1 // configured as unlimited
-	}
-	if l.JobTimeout == 0 {
-		l.JobTimeout = -1
-	}
-	return l
+// LimitsFrom takes a session's limits from a backend's factory options.
+func LimitsFrom(o sandbox.FactoryOptions) Limits {
+	return Limits{SpillLimit: o.SpillLimit, MaxJobs: o.MaxJobs, JobTimeout: o.JobTimeout}
 }

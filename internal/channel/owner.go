@@ -56,6 +56,8 @@ type OwnerHello struct {
 	Capabilities sandbox.Capabilities `json:"capabilities"`
 	Jobs         bool                 `json:"jobs"`
 	Files        bool                 `json:"files"`
+	// WorkDir is the backend's sandbox.Workspace directory ("" = none).
+	WorkDir string `json:"work_dir,omitempty"`
 }
 
 type ownerExec struct {
@@ -149,7 +151,7 @@ func (w *wireError) err() error {
 	}
 	for _, k := range wireKinds {
 		if k.kind == w.Kind {
-			return kindError{w.Message, k.err}
+			return sandbox.WithKind(k.err, errors.New(w.Message))
 		}
 	}
 	return errors.New(w.Message)

@@ -26,7 +26,7 @@ func localSession(t *testing.T, mut func(*config.Config)) sandbox.Session {
 	if mut != nil {
 		mut(cfg)
 	}
-	b, err := local.New(sandbox.FactoryOptions{Config: cfg, StateDir: filepath.Join(dir, "state"), Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
+	b, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(dir, "state"), Environ: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -350,9 +350,13 @@ func (b RemoteBackend) Open(ctx context.Context, name string) (sandbox.Session, 
 // Close closes the connection to the owner.
 func (b RemoteBackend) Close() error { return b.R.Close() }
 
+// WorkDir is the owner's backend's working tree.
+func (b RemoteBackend) WorkDir() string { return b.R.hello.WorkDir }
+
 var (
 	_ sandbox.Session    = (*Remote)(nil)
 	_ sandbox.JobRunner  = (*Remote)(nil)
 	_ sandbox.FileSystem = (*Remote)(nil)
 	_ sandbox.Backend    = RemoteBackend{}
+	_ sandbox.Workspace  = RemoteBackend{}
 )

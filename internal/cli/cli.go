@@ -31,7 +31,7 @@ type app struct {
 	sandboxFlag string
 	configFlag  string
 
-	registry *sandbox.Registry
+	registry *sandbox.Registry[*config.Config]
 	// ephemeral: this process removes the sessions it opens (an MCP server without
 	// --keep-sessions), so backends record it as their owner for gc.
 	ephemeral bool
@@ -98,6 +98,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.sandboxFlag, "sandbox", "", "backend for this run: "+strings.Join(sandbox.BuiltinNames, ", "))
+	root.PersistentFlags().StringVar(&a.sandboxFlag, "terminal", "", "alias of --sandbox (Hermes's spelling)")
 	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $HERMES_SANDBOX_CONFIG or ~/.config/hermes-sandbox/config.yaml)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
@@ -118,6 +119,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		agentCmd(),
 		a.ownerCmd(),
 	)
+	a.registerCompletions(root)
 	return root
 }
 
@@ -140,17 +142,29 @@ func (a *app) getenv(name string) string {
 }
 
 func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
-	return sandbox.FactoryOptions{Config: cfg, Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir(), Ephemeral: a.ephemeral}
+	return cfg.BackendOptions(sandbox.FactoryOptions{Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir(), Ephemeral: a.ephemeral})
+}
+
+// selectedName is the backend chosen by --sandbox, else by the configuration; "" for auto.
+func (a *app) selectedName(cfg *config.Config) string {
+	name := a.sandboxFlag
+	if name == "vercel_sandbox" { // Hermes's name
+		name = "vercel"
+	}
+	if name == "" {
+		name = string(cfg.Terminal.Backend)
+	}
+	if name == "auto" {
+		return ""
+	}
+	return name
 }
 
 // backendName decides which backend runs: --sandbox, else the configured one. Only "auto"
 // (nothing configured) picks by itself, and then it says so.
 func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, error) {
-	name := a.sandboxFlag
+	name := a.selectedName(cfg)
 	if name == "" {
-		name = string(cfg.Terminal.Backend)
-	}
-	if name == "" || name == "auto" {
 		return a.autoBackend(ctx, cfg), nil
 	}
 	if !sandbox.ValidName(name) {
@@ -164,7 +178,7 @@ func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, erro
 func (a *app) autoBackend(ctx context.Context, cfg *config.Config) string {
 	reason := "docker is not built into this binary"
 	if a.registry.Has("docker") {
-		b, err := a.registry.New("docker", a.factoryOptions(cfg))
+		b, err := a.registry.New("docker", cfg, a.factoryOptions(cfg))
 		if err == nil {
 			defer b.Close()
 			if ch, ok := b.(sandbox.Checker); ok {
@@ -193,5 +207,5 @@ func (a *app) openBackend(ctx context.Context, cfg *config.Config) (sandbox.Back
 		return nil, fmt.Errorf("backend %q is not built into this version of hermes-sandbox (available: %s); choose another with --sandbox or `hermes-sandbox config set sandbox NAME`",
 			name, strings.Join(a.registry.Names(), ", "))
 	}
-	return a.registry.New(name, a.factoryOptions(cfg))
+	return a.registry.New(name, cfg, a.factoryOptions(cfg))
 }

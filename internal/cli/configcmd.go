@@ -79,14 +79,36 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 		Short: "Remove a key from the file so its default applies",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return config.Unset(a.configPath(), args[0])
+			p := a.configPath()
+			removed, err := config.UnsetKey(p, args[0])
+			if err != nil {
+				return err
+			}
+			where := p
+			if config.IsSecretKey(args[0]) {
+				where = config.SecretsPathFor(p)
+			}
+			if removed {
+				fmt.Fprintf(a.stderr, "removed %s from %s; its default applies\n", args[0], where)
+			} else {
+				fmt.Fprintf(a.stderr, "%s is not set in %s; nothing changed\n", args[0], where)
+			}
+			return nil
 		},
 	}
+	var aliases bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List every key with its effective value and where it came from",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if aliases {
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				for _, al := range config.Aliases() {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", al.Name, al.Key, al.Note)
+				}
+				return tw.Flush()
+			}
 			cfg, err := a.loadConfig()
 			if err != nil {
 				return err
@@ -98,6 +120,7 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 			return tw.Flush()
 		},
 	}
+	list.Flags().BoolVar(&aliases, "aliases", false, "list the alternative key names (sandbox, Hermes's flat keys) and what each sets")
 	path := &cobra.Command{
 		Use:   "path",
 		Short: "Print the config file path",
@@ -107,7 +130,8 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 			return nil
 		},
 	}
-	cmd.AddCommand(set, get, unset, list, path)
+	set.Flags().SetInterspersed(false)
+	cmd.AddCommand(set, get, unset, list, path, a.importHermesCmd())
 	return cmd
 }
 

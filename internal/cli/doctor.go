@@ -95,7 +95,7 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 			out = append(out, r)
 			continue
 		}
-		b, err := a.registry.New(name, a.factoryOptions(cfg))
+		b, err := a.registry.New(name, cfg, a.factoryOptions(cfg))
 		if err != nil {
 			r.Problem = err.Error()
 			out = append(out, r)

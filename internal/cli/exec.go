@@ -54,7 +54,7 @@ state_saved (false when the command's cd and export could not be saved: a warnin
 	fl.StringArrayVar(&f.env, "env", nil, "set a variable for this command only, K=V (repeatable)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the result instead of streaming")
 	fl.StringVarP(&f.script, "command", "c", "", "script to run in the session's shell")
-	fl.BoolVar(&f.background, "background", false, "start as a background job and print its id (see `hermes-sandbox jobs`)")
+	fl.BoolVar(&f.background, "background", false, "start as a background job and print its id (poll it with 'hermes-sandbox jobs')")
 	return cmd
 }
 
@@ -89,6 +89,9 @@ func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sand
 		c.Argv = args
 	default:
 		return c, usagef("exec: nothing to run: give -c SCRIPT or -- ARGV...")
+	}
+	if cmd.Flags().Changed("timeout") && f.timeout <= 0 {
+		return c, usagef("exec: --timeout %s: want a positive duration such as 30s or 10m (leave it out to use terminal.timeout)", f.timeout)
 	}
 	c.Dir = f.cwd
 	for _, kv := range f.env {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 func (a *app) gcCmd() *cobra.Command {
@@ -15,27 +15,30 @@ func (a *app) gcCmd() *cobra.Command {
 	var idle time.Duration
 	cmd := &cobra.Command{
 		Use:   "gc [--idle DURATION] [--dry-run] [--json]",
-		Short: "Remove idle docker sandboxes and leftovers",
-		Long: `Removes this state directory's docker session containers idle longer than
-docker.idle_timeout (default 30m) that run nothing beyond their init, session containers whose
-owner is gone whatever their idle time (an MCP server, killed before it could remove its
-sessions), warm-pool containers
-left by processes that are gone, and workspace volumes no container uses. A removed session
+		Short: "Remove idle sandboxes and leftovers of the selected backend",
+		Long: `Reaps what the selected backend (--sandbox, else the configured one; with nothing
+configured, the first backend that collects) leaves behind. docker: this state directory's
+session containers idle longer than docker.idle_timeout (default 30m) that run nothing beyond
+their init, session containers whose owner process is gone whatever their idle time (an MCP
+server killed before it could remove its sessions), warm-pool containers left by processes
+that are gone, and workspace volumes no
+container uses. singularity: instances idle longer than --idle with no helper attached and no
+background job (their workspaces stay), and cached SIF files nothing uses. A removed session
 starts fresh on its next command, which reports environment_recreated.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.dockerBackend()
+			b, err := a.backendWith(cmd.Context(), "garbage collection", func(b sandbox.Backend) bool { _, ok := b.(sandbox.Collector); return ok })
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			rep, err := b.GC(cmd.Context(), docker.GCOptions{IdleTimeout: idle, DryRun: dryRun})
+			rep, err := b.(sandbox.Collector).Collect(cmd.Context(), sandbox.GCOptions{IdleTimeout: idle, DryRun: dryRun})
 			if asJSON {
 				if rep.Removed == nil {
-					rep.Removed = []docker.GCItem{}
+					rep.Removed = []sandbox.GCItem{}
 				}
 				if rep.Kept == nil {
-					rep.Kept = []docker.GCItem{}
+					rep.Kept = []sandbox.GCItem{}
 				}
 				if jerr := json.NewEncoder(a.stdout).Encode(rep); jerr != nil {
 					return jerr
@@ -53,13 +56,13 @@ starts fresh on its next command, which reports environment_recreated.`,
 				fmt.Fprintf(a.stdout, "kept %s %s: %s\n", it.Kind, it.Name, it.Reason)
 			}
 			if len(rep.Removed) == 0 {
-				fmt.Fprintln(a.stdout, "nothing to remove")
+				fmt.Fprintf(a.stdout, "%s: nothing to remove\n", b.Name())
 			}
 			return err
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be removed, remove nothing")
-	cmd.Flags().DurationVar(&idle, "idle", 0, "remove sessions idle longer than this (default docker.idle_timeout)")
+	cmd.Flags().DurationVar(&idle, "idle", 0, "remove sessions idle longer than this (default: the backend's configured idle timeout)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -29,7 +29,7 @@ func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Back
 
 // guard wraps b in the gate.
 func (a *app) guard(cfg *config.Config, b sandbox.Backend) (sandbox.Backend, error) {
-	opts, err := a.gateOptions(cfg, b.Name())
+	opts, err := a.gateOptions(cfg, b)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -73,12 +73,12 @@ func (a *app) openSessionOn(ctx context.Context, cfg *config.Config, inner sandb
 }
 
 // gateOptions derives the gate's settings from the configuration.
-func (a *app) gateOptions(cfg *config.Config, backend string) (gate.Options, error) {
+func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Options, error) {
 	auditPath := a.expandHome(cfg.Audit.LogDestination)
 	classifier := policy.New(policy.Options{
 		ProtectedPaths: []string{cfg.Path(), cfg.SecretsPath(), filepath.Dir(cfg.Path()), auditPath,
 			auditPath + ".checkpoint", filepath.Join(cfg.StateDir(), "gate")},
-		WorkDir: a.workDir(cfg, backend),
+		WorkDir: workDir(backend),
 		Home:    a.getenv("HOME"),
 	})
 	opts := gate.Options{
@@ -109,19 +109,14 @@ func (a *app) gateOptions(cfg *config.Config, backend string) (gate.Options, err
 	return opts, nil
 }
 
-// workDir is where routine deletes are fine for the classifier: the backend's working tree.
-func (a *app) workDir(cfg *config.Config, backend string) string {
-	switch backend {
-	case "docker":
-		return cfg.Docker.Cwd
-	case "local":
-		if cfg.Terminal.Cwd != "" {
-			return a.expandHome(cfg.Terminal.Cwd)
-		}
-		wd, _ := os.Getwd()
-		return wd
+// workDir is where routine deletes are fine for the classifier: the directory the backend
+// says is the agent's own (sandbox.Workspace). A backend without one has none, and then no
+// delete is routine.
+func workDir(b sandbox.Backend) string {
+	if w, ok := b.(sandbox.Workspace); ok {
+		return w.WorkDir()
 	}
-	return cfg.Terminal.Cwd
+	return ""
 }
 
 // secrets lists the values that must never appear in the audit log.

@@ -130,8 +130,28 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		if token != "" {
 			auth = "bearer token required"
 		}
-		fmt.Fprintf(a.stderr, "hermes-sandbox: MCP server on http://%s%s (backend %s; %s)\n", bound, mcpserver.HTTPPath, b.Name(), auth)
+		fmt.Fprintf(a.stderr, "hermes-sandbox: MCP server on %s (backend %s; %s)\n", listenURL(addr, bound), b.Name(), auth)
 	})
+}
+
+// listenURL is the address to show for a listener: the host as asked (0.0.0.0 stays 0.0.0.0,
+// not Go's [::]), the port as bound, and for an all-interfaces listener a loopback URL to use
+// from this machine.
+func listenURL(requested string, bound net.Addr) string {
+	_, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "http://" + bound.String() + mcpserver.HTTPPath
+	}
+	host, _, _ := net.SplitHostPort(requested)
+	ip := net.ParseIP(host)
+	if host == "" || ip != nil && ip.IsUnspecified() {
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		return fmt.Sprintf("http://%s%s (all interfaces; from this machine: http://127.0.0.1:%s%s)",
+			net.JoinHostPort(host, port), mcpserver.HTTPPath, port, mcpserver.HTTPPath)
+	}
+	return "http://" + net.JoinHostPort(host, port) + mcpserver.HTTPPath
 }
 
 func readCloser(r io.Reader) io.ReadCloser {

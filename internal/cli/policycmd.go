@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/policy"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 func (a *app) policyCmd() *cobra.Command {
@@ -63,7 +64,15 @@ func (a *app) classifier() *policy.Classifier {
 	if err != nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}
-	opts, err := a.gateOptions(cfg, "")
+	// The selected backend decides which directory is the agent's own; with none selected
+	// (auto), no directory is.
+	var b sandbox.Backend
+	if name := a.selectedName(cfg); name != "" && a.registry.Has(name) {
+		if b, err = a.registry.New(name, cfg, a.factoryOptions(cfg)); err == nil {
+			defer b.Close()
+		}
+	}
+	opts, err := a.gateOptions(cfg, b)
 	if err != nil || opts.Classifier == nil {
 		return policy.New(policy.Options{Home: a.getenv("HOME")})
 	}

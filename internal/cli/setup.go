@@ -118,19 +118,39 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 			if err := trial.SetValue("terminal.backend", name); err != nil {
 				return err
 			}
+			kvs := []config.KV{}
 			for k, v := range values {
-				if err := config.Set(path, k, v); err != nil {
-					return err
-				}
+				kvs = append(kvs, config.KV{Key: k, Value: v})
 			}
-			if err := config.Set(path, "terminal.backend", name); err != nil {
+			kvs = append(kvs, config.KV{Key: "terminal.backend", Value: name})
+			restore, err := snapshotFiles(path, config.SecretsPathFor(path))
+			if err != nil {
+				return err
+			}
+			if err := config.SetMany(path, kvs); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "Wrote %s (secrets, if any, to %s)\n", path, config.SecretsPathFor(path))
 			if noTest {
 				return nil
 			}
-			return a.setupTest(ctx, name)
+			terr := a.setupTest(ctx, name)
+			if terr == nil {
+				return nil
+			}
+			fmt.Fprintf(a.stderr, "setup: the test failed: %v\n", terr)
+			keep := false
+			if interactive {
+				keep = strings.HasPrefix(strings.ToLower(a.ask(in, "Keep the new settings anyway? [y/N]", "n", false)), "y")
+			}
+			if keep {
+				fmt.Fprintf(a.stderr, "setup: kept the new settings in %s\n", path)
+			} else if rerr := restore(); rerr != nil {
+				return errors.Join(terr, fmt.Errorf("setup: could not restore the previous settings: %w", rerr))
+			} else {
+				fmt.Fprintf(a.stderr, "setup: restored the previous settings in %s (nothing changed)\n", path)
+			}
+			return terr
 		},
 	}
 	cmd.Flags().BoolVar(&nonInteractive, "non-interactive", false, "ask nothing; take --set values and current settings")
@@ -216,7 +236,11 @@ func (a *app) ask(in *bufio.Reader, prompt, def string, secret bool) string {
 // recommend picks a backend from what this machine has.
 func (a *app) recommend(ctx context.Context) (string, string) {
 	if a.registry.Has("docker") {
-		if b, err := a.registry.New("docker", a.factoryOptions(config.NewConfig())); err == nil {
+		cfg, err := a.loadConfig()
+		if err != nil {
+			cfg = config.NewConfig()
+		}
+		if b, err := a.registry.New("docker", cfg, a.factoryOptions(cfg)); err == nil {
 			defer b.Close()
 			if ch, ok := b.(sandbox.Checker); ok {
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -240,6 +264,45 @@ func (a *app) recommend(ctx context.Context) (string, string) {
 		}
 	}
 	return "local", "no Docker engine or HPC tools found; WARNING: local gives no isolation"
+}
+
+// snapshotFiles saves the named files as they are now (or their absence) and returns a
+// function that puts them back.
+func snapshotFiles(paths ...string) (func() error, error) {
+	type saved struct {
+		data   []byte
+		mode   os.FileMode
+		exists bool
+	}
+	state := map[string]saved{}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if os.IsNotExist(err) {
+			state[p] = saved{}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		state[p] = saved{data, st.Mode().Perm(), true}
+	}
+	return func() error {
+		var errs []error
+		for p, s := range state {
+			if !s.exists {
+				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			errs = append(errs, os.WriteFile(p, s.data, s.mode))
+		}
+		return errors.Join(errs...)
+	}, nil
 }
 
 // engineUp reports whether a docker check failed only because the image is missing.

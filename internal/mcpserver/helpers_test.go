@@ -59,8 +59,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := local.New(sandbox.FactoryOptions{Config: e.cfg, StateDir: filepath.Join(dir, "state"),
-		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "SECRET_TOKEN=nope"}})
+	b, err := local.New(e.cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(dir, "state"),
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "SECRET_TOKEN=nope"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,205 @@
+package singularity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// cacheGrace is how old an unused SIF file in the cache must be before Collect removes it,
+// so that an image pulled a moment ago survives until singularity.image names it.
+const cacheGrace = time.Hour
+
+// Collect stops this state directory's instances idle longer than opts.IdleTimeout (there is
+// no configured default: without one, instances are kept) that have no helper attached and
+// no background job running; their workspaces stay, and the next command starts the
+// instance again and reports environment_recreated. It also removes SIF files in the image
+// cache that neither singularity.image nor a running instance uses (made more than an hour
+// ago), and conversions left unfinished by processes that are gone.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
+	var rep sandbox.GCReport
+	list, err := b.instances(ctx)
+	if err != nil {
+		return rep, wrap("gc", "", err)
+	}
+	now := time.Now()
+	var errs []error
+	inUse := map[string]bool{}
+	for _, inst := range list {
+		inUse[inst.Image] = true
+		session := b.sessionOf(inst.Instance)
+		if session == "" {
+			continue
+		}
+		item := sandbox.GCItem{Kind: "instance", Name: inst.Instance}
+		idleFor := now.Sub(b.lastUse(session))
+		switch {
+		case opts.IdleTimeout <= 0:
+			item.Reason = "no idle timeout given (--idle DURATION)"
+		case idleFor <= opts.IdleTimeout:
+			item.Reason = fmt.Sprintf("used %s ago", idleFor.Round(time.Second))
+		case b.attached(session):
+			item.Reason = "a helper is attached"
+		default:
+			busy, err := b.jobsRunning(ctx, session)
+			switch {
+			case err != nil:
+				errs = append(errs, wrap("gc", inst.Instance, err))
+				continue
+			case busy:
+				item.Reason = "a background job is running"
+			default:
+				item.Reason = fmt.Sprintf("idle for %s (--idle %s); its workspace stays", idleFor.Round(time.Second), opts.IdleTimeout)
+				if !opts.DryRun {
+					if err := b.stop(ctx, inst.Instance); err != nil {
+						errs = append(errs, wrap("gc", inst.Instance, err))
+						continue
+					}
+				}
+				rep.Removed = append(rep.Removed, item)
+				continue
+			}
+		}
+		rep.Kept = append(rep.Kept, item)
+	}
+	b.collectCache(now, inUse, opts.DryRun, &rep, &errs)
+	return rep, errors.Join(errs...)
+}
+
+// collectCache removes unused SIF files and unfinished conversions from the image cache.
+func (b *Backend) collectCache(now time.Time, inUse map[string]bool, dryRun bool, rep *sandbox.GCReport, errs *[]error) {
+	entries, err := os.ReadDir(b.cacheDir())
+	if err != nil {
+		if !os.IsNotExist(err) {
+			*errs = append(*errs, wrap("gc", b.cacheDir(), err))
+		}
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(b.cacheDir(), e.Name())
+		fi, err := e.Info()
+		if err != nil || e.IsDir() || !strings.HasSuffix(e.Name(), ".sif") {
+			continue
+		}
+		item := sandbox.GCItem{Kind: "image", Name: p}
+		if pid, ok := partialPID(e.Name()); ok {
+			if processAlive(pid) {
+				continue
+			}
+			item.Reason = "unfinished conversion of a process that is gone"
+		} else {
+			switch {
+			case p == b.configuredSIF():
+				item.Reason = "singularity.image uses it"
+			case inUse[p]:
+				item.Reason = "a running instance uses it"
+			case now.Sub(fi.ModTime()) < cacheGrace:
+				item.Reason = fmt.Sprintf("made %s ago", now.Sub(fi.ModTime()).Round(time.Second))
+			}
+			if item.Reason != "" {
+				rep.Kept = append(rep.Kept, item)
+				continue
+			}
+			item.Reason = "neither singularity.image nor a running instance uses it"
+		}
+		if !dryRun {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				*errs = append(*errs, wrap("gc", p, err))
+				continue
+			}
+		}
+		rep.Removed = append(rep.Removed, item)
+	}
+}
+
+// partialPID returns the process id in an unfinished conversion's name.
+func partialPID(name string) (int, bool) {
+	i := strings.LastIndex(name, partialInfix)
+	if i < 0 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSuffix(name[i+len(partialInfix):], ".sif"))
+	return pid, err == nil && pid > 0
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// lastUse is when the session last started a helper or closed: its record's modification time.
+func (b *Backend) lastUse(session string) time.Time {
+	fi, err := os.Stat(b.recordPath(session))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// touch marks the session used now.
+func (b *Backend) touch(session string) {
+	now := time.Now()
+	if err := os.Chtimes(b.recordPath(session), now, now); err != nil && !os.IsNotExist(err) {
+		b.log.Debug("session record", "session", session, "err", err)
+	}
+}
+
+// attachedPath is locked (shared) by every process whose helper is attached to the session.
+func (b *Backend) attachedPath(session string) string {
+	return filepath.Join(b.sessionDir(session), "attached")
+}
+
+// lockAttached takes the session's shared attachment lock; closing the file releases it.
+func (b *Backend) lockAttached(session string) (*os.File, error) {
+	f, err := os.OpenFile(b.attachedPath(session), os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// attached reports whether any process has a helper attached to the session.
+func (b *Backend) attached(session string) bool {
+	f, err := os.Open(b.attachedPath(session))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
+// jobsRunning asks a helper in the session's instance whether a background job runs.
+func (b *Backend) jobsRunning(ctx context.Context, session string) (bool, error) {
+	client, _, err := b.startHelper(ctx, session)
+	if err != nil {
+		return false, err
+	}
+	defer client.Close()
+	var jobs []agent.JobInfo
+	if err := client.Call(ctx, agent.CallRequest{Op: "job_list"}, &jobs, nil, nil); err != nil {
+		return false, err
+	}
+	for _, j := range jobs {
+		if j.Running {
+			return true, nil
+		}
+	}
+	return false, nil
+}

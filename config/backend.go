@@ -1,0 +1,22 @@
+package config
+
+import "github.com/hermes-sandbox/hermes-sandbox/sandbox"
+
+// BackendOptions returns base with what every backend factory takes from the configuration
+// besides its own section: the terminal section's shell, cwd and env_passthrough, and which
+// keys the user set explicitly.
+func (c *Config) BackendOptions(base sandbox.FactoryOptions) sandbox.FactoryOptions {
+	base.Shell = string(c.Terminal.Shell)
+	base.Cwd = c.Terminal.Cwd
+	base.EnvPassthrough = c.Terminal.EnvPassthrough
+	base.Explicit = func(key string) bool { return c.Source(key) != SourceDefault }
+	base.SpillLimit = int64(c.Terminal.SpillLimit)
+	base.MaxJobs, base.JobTimeout = c.Terminal.MaxJobs, c.Terminal.JobTimeout
+	if base.MaxJobs == 0 {
+		base.MaxJobs = -1 // configured as unlimited
+	}
+	if base.JobTimeout == 0 {
+		base.JobTimeout = -1
+	}
+	return base
+}

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+)
+
+func (a *app) importHermesCmd() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "import-hermes [DIR]",
+		Short: "Bring a Hermes Agent configuration over (~/.hermes/config.yaml and .env)",
+		Long: `Reads a Hermes Agent directory (default $HERMES_HOME or ~/.hermes): config.yaml, including
+the hardened terminal.docker.* template, and .env (TERMINAL_* variables, provider tokens).
+It shows what it would change, then writes on confirmation: settings to the config file,
+credentials to secrets.yaml. Hermes keys with no equivalent here are listed, never dropped
+silently. Without a terminal, nothing is written unless --yes is given.`,
+		Example: "  hermes-sandbox config import-hermes\n  hermes-sandbox config import-hermes ~/old-box/.hermes --yes",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("config import-hermes: at most one directory")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := ""
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			imp, err := config.ReadHermes(dir, a.environ)
+			if err != nil {
+				return err
+			}
+			path := a.configPath()
+			current, err := config.LoadWith(config.Options{Path: path})
+			if err != nil {
+				return fmt.Errorf("the current configuration does not load, fix it first: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "Read %s\n", strings.Join(imp.Read, ", "))
+			var kvs []config.KV
+			for _, c := range imp.Changes(current) {
+				if !c.Changed {
+					fmt.Fprintf(a.stdout, "  = %-28s %s (unchanged; %s)\n", c.Key, c.New, c.From)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "  ~ %-28s %s → %s (%s)\n", c.Key, orNone(c.Old), c.New, c.From)
+				kvs = append(kvs, config.KV{Key: c.Key, Value: c.Value})
+			}
+			if len(imp.Ignored) > 0 {
+				fmt.Fprintln(a.stdout, "Not imported (no equivalent in hermes-sandbox):")
+				for _, k := range imp.Ignored {
+					fmt.Fprintf(a.stdout, "  - %s\n", k)
+				}
+			}
+			if len(kvs) == 0 {
+				fmt.Fprintln(a.stdout, "Nothing to change.")
+				return nil
+			}
+			if !yes {
+				if !isTerminal(a.stdin) {
+					fmt.Fprintf(a.stdout, "Nothing written (no terminal to confirm on); run again with --yes to write %s.\n", path)
+					return nil
+				}
+				fmt.Fprintf(a.stderr, "Write these %d settings to %s? [y/N]: ", len(kvs), path)
+				line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+				if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y") {
+					fmt.Fprintln(a.stdout, "Nothing written.")
+					return nil
+				}
+			}
+			if err := config.SetMany(path, kvs); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "Wrote %d settings to %s (credentials to %s).\n", len(kvs), path, config.SecretsPathFor(path))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "write without asking")
+	return cmd
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return s
+}

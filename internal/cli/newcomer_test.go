@@ -1,0 +1,136 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigSetNegativeValueAndUnsetSaysWhat(t *testing.T) {
+	e := newEnv(t)
+	// A value that starts with '-' is a value, not a flag.
+	code, _, errOut := e.run("", "config", "set", "docker.pids_limit", "-5")
+	if code == 0 || strings.Contains(errOut, "unknown shorthand flag") {
+		t.Fatalf("config set docker.pids_limit -5: exit %d, %q; want a validation error about the value", code, errOut)
+	}
+	e.mustRun("config", "set", "docker.cpu_quota", "0.5")
+	if code, _, errOut := e.run("", "config", "unset", "docker.cpu_quota"); code != 0 || !strings.Contains(errOut, "removed docker.cpu_quota") {
+		t.Fatalf("config unset: exit %d, stderr %q; want it to say what it removed", code, errOut)
+	}
+	if code, _, errOut := e.run("", "config", "unset", "docker.cpu_quota"); code != 0 || !strings.Contains(errOut, "not set") {
+		t.Fatalf("second config unset: exit %d, stderr %q; want it to say nothing changed", code, errOut)
+	}
+}
+
+func TestHermesSpellings(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "terminal_backend", "local")
+	e.mustRun("config", "set", "terminal_docker_image", "hermes/python:3")
+	if out := e.mustRun("config", "get", "docker.image"); out != "hermes/python:3\n" {
+		t.Fatalf("docker.image = %q after setting terminal_docker_image", out)
+	}
+	out := e.mustRun("config", "list", "--aliases")
+	for _, want := range []string{"terminal_backend", "terminal_singularity_image", "singularity_readonly"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config list --aliases lacks %s:\n%s", want, out)
+		}
+	}
+	// --terminal is --sandbox.
+	if code, _, errOut := e.run("", "--terminal", "nosuch", "exec", "--", "true"); code != 2 || !strings.Contains(errOut, `unknown backend "nosuch"`) {
+		t.Fatalf("--terminal nosuch: exit %d, %q", code, errOut)
+	}
+	if out := e.mustRun("--terminal", "local", "exec", "--", "echo", "via-terminal"); out != "via-terminal\n" {
+		t.Fatalf("--terminal local exec printed %q", out)
+	}
+}
+
+func TestImportHermes(t *testing.T) {
+	e := newEnv(t)
+	hermes := filepath.Join(e.dir, ".hermes")
+	if err := os.MkdirAll(hermes, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "terminal:\n  backend: docker\n  timeout: 60\n  docker:\n    memory_limit: 1g\n    network_enabled: false\n  lifetime_seconds: 300\nmodel:\n  default: x\nmodal_token_id: ak-1\n"
+	if err := os.WriteFile(filepath.Join(hermes, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Without a terminal and without --yes it only shows the plan.
+	out := e.mustRun("config", "import-hermes")
+	for _, want := range []string{"terminal.backend", "docker.memory_limit", "terminal.lifetime_seconds", "model.default", "Nothing written", "***"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import-hermes output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ak-1") {
+		t.Errorf("import-hermes printed a secret:\n%s", out)
+	}
+	if got := e.mustRun("config", "get", "docker.memory_limit"); got != "512m\n" {
+		t.Fatalf("the plan was written without --yes: memory_limit = %q", got)
+	}
+	e.mustRun("config", "import-hermes", "--yes")
+	for key, want := range map[string]string{"terminal.backend": "docker", "terminal.timeout": "1m", "docker.memory_limit": "1g", "modal.token_id": "***"} {
+		if got := strings.TrimSpace(e.mustRun("config", "get", key)); got != want {
+			t.Errorf("%s = %q after import; want %q", key, got, want)
+		}
+	}
+	if out := e.mustRun("config", "import-hermes"); !strings.Contains(out, "Nothing to change") {
+		t.Errorf("a second import found changes:\n%s", out)
+	}
+}
+
+func TestExecRejectsNonPositiveTimeoutAndShowsUserLines(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	for _, v := range []string{"0", "-1s"} {
+		code, _, errOut := e.run("", "exec", "--timeout", v, "--", "true")
+		if code != 2 || !strings.Contains(errOut, "positive duration") {
+			t.Errorf("exec --timeout %s: exit %d, %q; want a usage error", v, code, errOut)
+		}
+	}
+	code, _, errOut := e.run("", "exec", "-c", "true\nnosuchprog-xyz")
+	if code != 127 || !strings.Contains(errOut, "line 2") {
+		t.Errorf("exec -c 'true; nosuchprog' (two lines): exit %d, stderr %q; want 127 and the user's line 2", code, errOut)
+	}
+	_, out, _ := e.run("", "exec", "--help")
+	if strings.Contains(out, "--background hermes-sandbox") {
+		t.Errorf("exec --help shows --background as taking an argument:\n%s", out)
+	}
+}
+
+func TestShellCompletion(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	complete := func(args ...string) string {
+		t.Helper()
+		return e.mustRun(append([]string{"__complete"}, args...)...)
+	}
+	if out := complete("config", "set", "docker.mem"); !strings.Contains(out, "docker.memory_limit") {
+		t.Errorf("config key completion:\n%s", out)
+	}
+	if out := complete("config", "set", "terminal_docker"); !strings.Contains(out, "terminal_docker_image") {
+		t.Errorf("alias completion:\n%s", out)
+	}
+	if out := complete("config", "set", "sandbox", ""); !strings.Contains(out, "docker") || !strings.Contains(out, "local") {
+		t.Errorf("backend value completion:\n%s", out)
+	}
+	if out := complete("--sandbox", ""); !strings.Contains(out, "singularity") {
+		t.Errorf("--sandbox completion:\n%s", out)
+	}
+	e.mustRun("exec", "--session", "compl-one", "--", "true")
+	if out := complete("sessions", "rm", ""); !strings.Contains(out, "compl-one") {
+		t.Errorf("session completion:\n%s", out)
+	}
+	id := strings.TrimSpace(e.mustRun("exec", "--session", "compl-one", "--background", "-c", "sleep 30"))
+	if out := complete("jobs", "poll", "--session", "compl-one", ""); !strings.Contains(out, id) {
+		t.Errorf("job id completion lacks %q:\n%s", id, out)
+	}
+	e.mustRun("jobs", "kill", "--session", "compl-one", id)
+	e.mustRun("sessions", "rm", "compl-one")
+	if out := complete("jobs", "poll", "--session", "never-made", ""); strings.Contains(out, "job-") {
+		t.Errorf("completion listed jobs of a session that does not exist:\n%s", out)
+	}
+	if out := e.mustRun("sessions", "list"); strings.Contains(out, "never-made") {
+		t.Errorf("completion created a session:\n%s", out)
+	}
+}

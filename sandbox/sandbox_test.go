@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"errors"
+	"io/fs"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestShellQuoteRoundTripsThroughSh(t *testing.T) {
+	words := []string{"", "plain", "a b", "it's", `"dq"`, "$(touch x)", "`x`", "a\nb", "tab\there", "~", "*", "if",
+		"a=b", "-n", "\\", "'", "''", "é€", "\x01ctl", string([]byte{0xff, 'x'})}
+	var script strings.Builder
+	script.WriteString("printf '%s\\000'")
+	for _, w := range words {
+		script.WriteString(" " + ShellQuote(w))
+	}
+	out, err := exec.Command("/bin/sh", "-c", script.String()).Output()
+	if err != nil {
+		t.Fatalf("sh: %v (script %q)", err, script.String())
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if len(got) != len(words) {
+		t.Fatalf("sh read %d words %q; want %d", len(got), got, len(words))
+	}
+	for i := range words {
+		if got[i] != words[i] {
+			t.Errorf("ShellQuote(%q) = %s, which sh reads as %q", words[i], ShellQuote(words[i]), got[i])
+		}
+	}
+}
+
+func TestWithKind(t *testing.T) {
+	cause := &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrNotExist}
+	err := WithKind(ErrNotFound, cause)
+	var pe *fs.PathError
+	if err.Error() != cause.Error() || !errors.Is(err, ErrNotFound) || !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) {
+		t.Errorf("WithKind = %q; want the cause's message, matching the kind and the cause", err)
+	}
+	if errors.Is(err, ErrDenied) {
+		t.Errorf("WithKind matches an unrelated sentinel")
+	}
+}
+
+func TestScope(t *testing.T) {
+	a, err := NewScope(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewScope(t.TempDir())
+	if a.ID() == b.ID() || len(a.ID()) != 8 {
+		t.Errorf("scopes of two state directories = %q, %q; want distinct 8-character ids", a.ID(), b.ID())
+	}
+	name := a.Name("s1")
+	if name != "hermes-"+a.ID()+"-s1" || a.Session(name) != "s1" || a.Session("/"+name) != "s1" {
+		t.Errorf("Name/Session do not round trip: %q → %q", name, a.Session(name))
+	}
+	for _, other := range []string{b.Name("s1"), "hermes-pool-" + a.ID() + "-x", "hermes-" + a.ID() + "-", "unrelated"} {
+		if s := a.Session(other); s != "" {
+			t.Errorf("Session(%q) = %q; want none", other, s)
+		}
+	}
+	if _, err := NewScope(""); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewScope(\"\") = %v; want ErrInvalidConfig", err)
+	}
+}
+
+func TestFactoryOptionsPassthrough(t *testing.T) {
+	o := FactoryOptions{Environ: []string{"A=1", "B=2", "A=3", "C="}, EnvPassthrough: []string{"B", "A", "MISSING", "C"}}
+	got := strings.Join(o.Passthrough("X", "B"), " ")
+	if got != "B=2 A=3 C=" {
+		t.Errorf("Passthrough = %q; want the listed names present in Environ, once each, last value wins", got)
+	}
+	if o.IsExplicit("any") {
+		t.Errorf("IsExplicit with no Explicit func = true")
+	}
+	o.Explicit = func(k string) bool { return k == "x.y" }
+	if !o.IsExplicit("x.y") || o.IsExplicit("x.z") {
+		t.Errorf("IsExplicit does not follow Explicit")
+	}
+}
+
+type fakeBackend struct{ Backend }
+
+func TestRegistry(t *testing.T) {
+	r := NewRegistry[string]()
+	var gotCfg string
+	r.Register("b", func(cfg string, o FactoryOptions) (Backend, error) { gotCfg = cfg; return fakeBackend{}, nil })
+	r.Register("a", func(string, FactoryOptions) (Backend, error) { return nil, errors.New("a fails") })
+	if strings.Join(r.Names(), ",") != "a,b" || !r.Has("a") || r.Has("c") {
+		t.Errorf("Names = %v", r.Names())
+	}
+	if _, err := r.New("b", "section", FactoryOptions{}); err != nil || gotCfg != "section" {
+		t.Errorf("New(b) = %v, config %q; want the factory called with the configuration", err, gotCfg)
+	}
+	if _, err := r.New("nope", "", FactoryOptions{}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "a, b") {
+		t.Errorf("New(unknown) = %v; want ErrInvalidConfig listing a, b", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("a duplicate registration did not panic")
+		}
+	}()
+	r.Register("a", func(string, FactoryOptions) (Backend, error) { return nil, nil })
+}
