@@ -39,7 +39,7 @@ func localSession(t *testing.T, mut func(*config.Config)) sandbox.Session {
 }
 
 // serve runs an owner for sess on a socket and returns its path.
-func serve(t *testing.T, sess sandbox.Session, keep time.Duration) (string, <-chan error) {
+func serve(t *testing.T, sess sandbox.Session, keep time.Duration) (string, <-chan struct{}) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "o.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -47,9 +47,12 @@ func serve(t *testing.T, sess sandbox.Session, keep time.Duration) (string, <-ch
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan struct{}) // closed when Serve returns
 	go func() {
-		done <- channel.Serve(ctx, ln, sess, channel.OwnerOptions{Hello: channel.OwnerHello{Backend: "local", Session: "s"}, KeepAlive: keep})
+		defer close(done)
+		if err := channel.Serve(ctx, ln, sess, channel.OwnerOptions{Hello: channel.OwnerHello{Backend: "local", Session: "s"}, KeepAlive: keep}); err != nil {
+			t.Errorf("Serve = %v", err)
+		}
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -117,10 +120,7 @@ func TestOwnerExitsWhenIdle(t *testing.T) {
 	}
 	r.Close()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve = %v", err)
-		}
+	case <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the owner did not exit after keep_alive without clients")
 	}
