@@ -17,3 +17,5 @@ func lockFile(f *os.File, exclusive bool) error {
 }
 
 func unlockFile(f *os.File) error { return nil }
+
+func tryLockFile(f *os.File) (bool, error) { return false, lockFile(f, true) }

@@ -32,3 +32,18 @@ func lockFile(f *os.File, exclusive bool) error {
 func unlockFile(f *os.File) error {
 	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
 }
+
+// tryLockFile takes the exclusive flock on f if it is free.
+func tryLockFile(f *os.File) (bool, error) {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return false, nil
+		case !errors.Is(err, unix.EINTR):
+			return false, &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,12 +25,15 @@ import (
 // writes the whole queue with one write and one fsync. No goroutine is
 // started; Close waits for the batch in flight.
 type Log struct {
-	path, lockPath, cpPath string
+	path, lockPath, cpPath, sealPath string
 
-	level  Level
-	redact func(string) string
-	now    func() time.Time
-	logger *slog.Logger
+	level       Level
+	redact      func(string) string
+	now         func() time.Time
+	logger      *slog.Logger
+	onFailure   OnFailure
+	lockTimeout time.Duration
+	witness     *Witness
 
 	mu       sync.Mutex
 	idle     *sync.Cond // broadcast when flushing ends
@@ -49,6 +53,7 @@ type request struct {
 
 // result either completes a request or hands it the leadership.
 type result struct {
+	seq  int64
 	err  error
 	lead bool
 }
@@ -73,14 +78,28 @@ func Open(path string, opts Options) (*Log, error) {
 	if _, err := ParseLevel(string(level)); err != nil {
 		return nil, err
 	}
+	onFailure := opts.OnFailure
+	if onFailure == "" {
+		onFailure = OnFailureRefuse
+	}
+	if _, err := ParseOnFailure(string(onFailure)); err != nil {
+		return nil, err
+	}
 	l := &Log{
-		path:     path,
-		lockPath: path + ".lock",
-		cpPath:   path + ".checkpoint",
-		level:    level,
-		redact:   opts.Redact,
-		now:      opts.Now,
-		logger:   opts.Logger,
+		path:        path,
+		lockPath:    path + ".lock",
+		cpPath:      path + ".checkpoint",
+		sealPath:    path + ".seal",
+		level:       level,
+		redact:      opts.Redact,
+		now:         opts.Now,
+		logger:      opts.Logger,
+		onFailure:   onFailure,
+		lockTimeout: opts.LockTimeout,
+		witness:     opts.Witness,
+	}
+	if l.lockTimeout <= 0 {
+		l.lockTimeout = DefaultLockTimeout
 	}
 	l.idle = sync.NewCond(&l.mu)
 	if l.redact == nil {
@@ -133,16 +152,40 @@ func (l *Log) Path() string { return l.path }
 // Level returns the log's level.
 func (l *Log) Level() Level { return l.level }
 
-// Append redacts r, applies the level, stamps it with seq, time, prev_hash
-// and hash, and writes it as one line, fsynced, before returning.
+// Append redacts r, applies the level, stamps it with seq, time, prev_hash,
+// MAC and hash, and writes it as one line, synced, before returning.
 //
 // Append does not give up when ctx is cancelled: a command that was
 // cancelled must still be audited, so ctx only scopes the warnings logged.
-// Another process holds the lock only while it writes and fsyncs. An error
+// Another process holds the lock only while it writes and syncs. An error
 // means the record may or may not have reached the disk.
 func (l *Log) Append(ctx context.Context, r Record) error {
+	_, err := l.append(ctx, r)
+	return err
+}
+
+// Intent writes r as the intent of a call and syncs it; the call may reach
+// the backend only after a nil error. It returns the intent's seq, for
+// Result. An error is an *IntentError that says whether to refuse the call.
+func (l *Log) Intent(ctx context.Context, r Record) (int64, error) {
+	r.Type, r.Intent = TypeIntent, 0
+	seq, err := l.append(ctx, r)
+	if err != nil {
+		return 0, &IntentError{Path: l.path, Err: err, Warn: l.onFailure == OnFailureWarn}
+	}
+	return seq, nil
+}
+
+// Result writes the result of the call whose intent has seq intent.
+func (l *Log) Result(ctx context.Context, intent int64, r Record) error {
+	r.Type, r.Intent = TypeResult, intent
+	_, err := l.append(ctx, r)
+	return err
+}
+
+func (l *Log) append(ctx context.Context, r Record) (int64, error) {
 	if l.level == LevelOff {
-		return nil
+		return 0, nil
 	}
 	req := &request{
 		rec:  prepare(r, l.level, l.redact, l.now),
@@ -151,7 +194,7 @@ func (l *Log) Append(ctx context.Context, r Record) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return fmt.Errorf("audit: append %s: %w", l.path, sandbox.ErrClosed)
+		return 0, fmt.Errorf("audit: append %s: %w", l.path, sandbox.ErrClosed)
 	}
 	l.queue = append(l.queue, req)
 	lead := !l.flushing
@@ -163,7 +206,7 @@ func (l *Log) Append(ctx context.Context, r Record) error {
 	for {
 		res := <-req.done
 		if !res.lead {
-			return res.err
+			return res.seq, res.err
 		}
 		l.lead(ctx)
 	}
@@ -177,7 +220,7 @@ func (l *Log) lead(ctx context.Context) {
 	l.queue = nil
 	l.mu.Unlock()
 
-	errs := l.commit(ctx, batch)
+	seqs, errs := l.commit(ctx, batch)
 
 	l.mu.Lock()
 	var next *request
@@ -189,29 +232,36 @@ func (l *Log) lead(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	for i, req := range batch {
-		req.done <- result{err: errs[i]}
+		req.done <- result{seq: seqs[i], err: errs[i]}
 	}
 	if next != nil {
 		next.done <- result{lead: true}
 	}
 }
 
-// commit writes batch under the file lock and returns one error per request.
-func (l *Log) commit(ctx context.Context, batch []*request) []error {
+// commit writes batch under the file lock and returns one seq and one
+// error per request.
+func (l *Log) commit(ctx context.Context, batch []*request) ([]int64, []error) {
+	seqs := make([]int64, len(batch))
 	errs := make([]error, len(batch))
-	fail := func(err error) []error {
+	fail := func(err error) ([]int64, []error) {
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = err
 			}
+			seqs[i] = 0
 		}
-		return errs
+		return seqs, errs
 	}
-	if err := lockFile(l.lock, true); err != nil {
+	if err := l.acquire(); err != nil {
 		return fail(fmt.Errorf("audit: append %s: %w", l.path, err))
 	}
 	defer unlockFile(l.lock)
+	return l.commitLocked(ctx, batch, seqs, errs, fail)
+}
 
+// commitLocked is commit once the lock is held.
+func (l *Log) commitLocked(ctx context.Context, batch []*request, seqs []int64, errs []error, fail func(error) ([]int64, []error)) ([]int64, []error) {
 	if err := l.reopenIfReplaced(); err != nil {
 		return fail(err)
 	}
@@ -223,6 +273,20 @@ func (l *Log) commit(ctx context.Context, batch []*request) []error {
 	if err != nil {
 		return fail(fmt.Errorf("audit: append %s: read tail: %w", l.path, err))
 	}
+	sf, st, err := openState(l.sealPath)
+	if err != nil {
+		return fail(fmt.Errorf("audit: append %s: %w (check it with `hermes-sandbox audit verify --key KEY`, then start a new log with `hermes-sandbox audit init --rotate`)", l.path, err))
+	}
+	if sf != nil {
+		defer sf.close()
+	}
+	switch {
+	case st == nil && t.sealed:
+		return fail(fmt.Errorf("audit: append %s: %w: record %d carries a MAC but %s is gone (check the log with `hermes-sandbox audit verify --key KEY`, then start a new log with `hermes-sandbox audit init --rotate`)",
+			l.path, ErrSealMissing, t.seq, l.sealPath))
+	case st != nil && st.Closed:
+		return fail(fmt.Errorf("audit: append %s: the log was closed by a rotation; start a new one with `hermes-sandbox audit init`", l.path))
+	}
 	buf := l.buf[:0]
 	if t.torn {
 		// Never append onto a torn line: end it, so that it stays one
@@ -232,66 +296,167 @@ func (l *Log) commit(ctx context.Context, batch []*request) []error {
 			"path", l.path, "last_seq", t.seq)
 	}
 	seq, prev := t.seq, t.hash
-	add := func(rec Record) error {
-		rec.Seq, rec.PrevHash = seq+1, prev
-		line, hash, err := encode(rec)
+	var sl *sealer
+	var truncated string
+	if st != nil {
+		key, err := st.key()
 		if err != nil {
-			return err
+			return fail(fmt.Errorf("audit: append %s: %s: %w", l.path, l.sealPath, err))
 		}
-		buf = append(append(buf, line...), '\n')
+		sl = &sealer{log: st.Log, next: key, seq: st.Count + 1}
+		defer func() { clear(sl.next) }()
+		if reason := sealMismatch(st, t.seq, t.hash); reason != "" {
+			// Keys before the seal are gone: chain on from the sealed
+			// tail, so the missing records show as a gap.
+			truncated, seq, prev = reason, st.Count, st.LastHash
+		}
+	} else {
+		cp, err := readCheckpoint(l.cpPath)
+		if err != nil {
+			l.logger.WarnContext(ctx, "audit: ignoring unreadable checkpoint", "path", l.cpPath, "error", err)
+		}
+		truncated = checkpointMismatch(cp, t.seq, t.hash)
+	}
+	type sent struct {
+		seq             int64
+		hash, mac, tool string
+	}
+	var witnessed []sent
+	add := func(rec Record) (int64, error) {
+		rec.Seq, rec.PrevHash = seq+1, prev
+		prefix, hash, err := canonical(rec)
+		if err != nil {
+			return 0, err
+		}
+		mac := ""
+		if sl != nil {
+			if mac, err = sl.mac(rec.Seq, hash); err != nil {
+				return 0, err
+			}
+		}
+		buf = append(append(buf, splice(prefix, mac, hash)...), '\n')
 		seq, prev = rec.Seq, hash
-		return nil
+		witnessed = append(witnessed, sent{seq, hash, mac, rec.Tool})
+		return seq, nil
 	}
-
-	cp, err := readCheckpoint(l.cpPath)
-	if err != nil {
-		l.logger.WarnContext(ctx, "audit: ignoring unreadable checkpoint", "path", l.cpPath, "error", err)
-	}
-	if reason := checkpointMismatch(cp, t.seq, t.hash); reason != "" {
+	if truncated != "" {
 		// Someone removed records: say so in the log itself, so the
 		// evidence survives the checkpoint being moved forward.
-		l.logger.WarnContext(ctx, "audit: "+reason, "path", l.path)
-		marker := Record{Time: l.now().UTC().Round(0), Tool: ToolAudit, Decision: DecisionLogTruncated, Reason: reason}
-		if err := add(marker); err != nil {
+		l.logger.WarnContext(ctx, "audit: "+truncated, "path", l.path)
+		marker := Record{Time: l.now().UTC().Round(0), Tool: ToolAudit, Decision: DecisionLogTruncated, Reason: truncated}
+		if _, err := add(marker); err != nil {
 			return fail(err)
 		}
 	}
 	for i, req := range batch {
-		errs[i] = add(req.rec)
+		seqs[i], errs[i] = add(req.rec)
 	}
 	if len(buf) == 0 {
-		return errs
+		return seqs, errs
 	}
-	if _, err := l.f.Write(buf); err != nil {
-		return fail(fmt.Errorf("audit: append: %w", err))
+	_, err = l.f.Write(buf)
+	if err == nil {
+		err = syncData(l.f)
 	}
-	if err := syncData(l.f); err != nil {
-		return fail(fmt.Errorf("audit: append: %w", err))
+	if err != nil {
+		// A full disk can take part of the batch: cut it off, so no torn
+		// line is left behind (a failed truncate leaves one that the next
+		// commit ends and Verify reports).
+		if terr := l.f.Truncate(fi.Size()); terr != nil {
+			l.logger.ErrorContext(ctx, "audit: cannot remove a partial write", "path", l.path, "error", terr)
+		}
+		return fail(fmt.Errorf("audit: append %s: %w", l.path, err))
 	}
 	if cap(buf) <= 1<<20 {
 		l.buf = buf[:0]
 	}
-	// The records are durable; a stale checkpoint only weakens truncation
-	// detection until the next commit rewrites it, so warn and go on.
-	if err := writeCheckpoint(l.cpPath, Checkpoint{Count: seq, LastHash: prev, Updated: l.now().UTC().Round(0)}); err != nil {
+	if sl != nil {
+		// The records are durable; a state that lags them after a crash is
+		// moved forward by the next commit and accepted by Verify.
+		if err := sf.write(sl.state(seq, prev)); err != nil {
+			l.logger.ErrorContext(ctx, "audit: cannot update the sealing state", "path", l.sealPath, "error", err)
+		}
+	} else if err := writeCheckpoint(l.cpPath, Checkpoint{Count: seq, LastHash: prev, Updated: l.now().UTC().Round(0)}); err != nil {
+		// A stale checkpoint only weakens truncation detection until the
+		// next commit rewrites it, so warn and go on.
 		l.logger.WarnContext(ctx, "audit: cannot write checkpoint", "path", l.cpPath, "error", err)
 	}
-	return errs
+	if l.witness != nil {
+		logID := "-"
+		if sl != nil {
+			logID = sl.log
+		}
+		for _, w := range witnessed {
+			if err := l.witness.send(WitnessEntry{Log: logID, Seq: w.seq, Hash: w.hash, MAC: w.mac}); err != nil {
+				l.logger.ErrorContext(ctx, "audit: the witness did not take a record", "seq", w.seq, "error", err)
+			}
+		}
+	}
+	return seqs, errs
+}
+
+// sealMismatch explains why the tail (seq, hash) cannot follow the sealing
+// state, or returns "". A state behind the tail lags after a crash.
+func sealMismatch(st *sealState, seq int64, hash string) string {
+	return tailMismatch("the sealing state", st.Count, st.LastHash, seq, hash)
+}
+
+// tailMismatch explains why the tail (seq, hash) cannot follow what a
+// checkpoint or sealing state recorded (count records, the last with
+// lastHash), or returns "".
+func tailMismatch(what string, count int64, lastHash string, seq int64, hash string) string {
+	switch {
+	case count > seq:
+		return fmt.Sprintf("log truncated: %s says %d records, found %d", what, count, seq)
+	case count == seq && lastHash != hash:
+		return fmt.Sprintf("log truncated and rewritten: %s says record %d has hash %.12s…, found %.12s…", what, seq, lastHash, hash)
+	}
+	return ""
+}
+
+// acquire takes the exclusive lock, giving up after the lock timeout.
+func (l *Log) acquire() error {
+	if l.lock == nil {
+		lock, err := openPrivate(l.lockPath, os.O_RDWR|os.O_CREATE)
+		if err != nil {
+			return err
+		}
+		l.lock = lock
+	}
+	if ok, err := tryLockFile(l.lock); ok || err != nil {
+		return err
+	}
+	// Contended: wait in the kernel (fair to every waiter) on another
+	// goroutine, so the wait can end at the timeout.
+	f := l.lock
+	done := make(chan error, 1)
+	go func() { done <- lockFile(f, true) }()
+	timer := time.NewTimer(l.lockTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		// The waiting flock owns f now; the next commit opens a new one.
+		l.lock = nil
+		go func() {
+			if err := <-done; err == nil {
+				unlockFile(f)
+			}
+			f.Close()
+		}()
+		return fmt.Errorf("%w: another process held %s for more than %s", ErrLockTimeout, l.lockPath, l.lockTimeout)
+	}
 }
 
 // checkpointMismatch explains why the tail (seq, hash) cannot follow cp, or
 // returns "". A checkpoint behind the tail is fine: it lags after a crash
 // between the fsync and the checkpoint write.
 func checkpointMismatch(cp *Checkpoint, seq int64, hash string) string {
-	switch {
-	case cp == nil:
+	if cp == nil {
 		return ""
-	case cp.Count > seq:
-		return fmt.Sprintf("log truncated: checkpoint says %d records, found %d", cp.Count, seq)
-	case cp.Count == seq && cp.LastHash != hash:
-		return fmt.Sprintf("log truncated and rewritten: checkpoint says record %d has hash %.12s…, found %.12s…", seq, cp.LastHash, hash)
 	}
-	return ""
+	return tailMismatch("checkpoint", cp.Count, cp.LastHash, seq, hash)
 }
 
 // reopenIfReplaced reopens the log if the file at path is not the one we
@@ -334,8 +499,10 @@ func (l *Log) Close() error {
 		return nil
 	}
 	err := l.f.Close()
-	if lerr := l.lock.Close(); err == nil {
-		err = lerr
+	if l.lock != nil {
+		if lerr := l.lock.Close(); err == nil {
+			err = lerr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("audit: close: %w", err)
@@ -345,9 +512,10 @@ func (l *Log) Close() error {
 
 // tail is where the next record chains from.
 type tail struct {
-	seq  int64
-	hash string
-	torn bool // the file does not end with a newline
+	seq    int64
+	hash   string
+	torn   bool // the file does not end with a newline
+	sealed bool // the last record carries a MAC
 }
 
 // readTail reads backwards from size for the last line that parses as a
@@ -362,7 +530,7 @@ func readTail(f *os.File, size int64) (tail, error) {
 		if err != nil {
 			return false
 		}
-		t.seq, t.hash = r.Seq, r.Hash
+		t.seq, t.hash, t.sealed = r.Seq, r.Hash, r.MAC != ""
 		return true
 	})
 	return t, err
@@ -395,32 +563,38 @@ func readCheckpoint(path string) (*Checkpoint, error) {
 	return &cp, nil
 }
 
-// writeCheckpoint replaces the checkpoint atomically. Callers hold the
-// exclusive lock, so the temporary name cannot collide.
+// checkpointSize is the fixed size of the checkpoint file.
+const checkpointSize = 256
+
+// writeCheckpoint overwrites the checkpoint in place, padded to a fixed
+// size. Callers hold the exclusive lock. Neither a new file nor a rename:
+// metadata changes would make every later fdatasync of the log wait for a
+// journal commit, which doubled the cost of an append.
 //
-// It does not fsync: that would double the cost of a commit, and the
+// It does not sync: that would double the cost of a commit, and the
 // checkpoint needs no durability of its own. After a crash it may lag
-// (harmless) or, on a filesystem that commits the rename before the data,
-// be empty, which Verify reports and the next commit repairs.
+// (harmless) or be torn, which Verify reports and the next commit repairs.
 func writeCheckpoint(path string, cp Checkpoint) error {
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if len(b)+1 > checkpointSize {
+		return fmt.Errorf("checkpoint too large (%d bytes)", len(b))
+	}
+	out := bytes.Repeat([]byte{' '}, checkpointSize)
+	copy(out, b)
+	out[checkpointSize-1] = '\n'
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(b, '\n'))
+	_, err = f.WriteAt(out, 0)
+	if fi, serr := f.Stat(); err == nil && serr == nil && fi.Size() > checkpointSize {
+		err = f.Truncate(checkpointSize) // a checkpoint written by an older version
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
 	}
 	return err
 }

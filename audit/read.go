@@ -292,3 +292,58 @@ func printable(s string) string {
 	}
 	return s
 }
+
+// Call is one tool call as the log tells it: the intent and, once it came,
+// the result. A record without a type (written before intents) or a refused
+// call is an Intent with no Result expected; a result whose intent is not
+// among the records read has only Result.
+type Call struct {
+	Intent *Record
+	Result *Record
+}
+
+// Pair groups records into calls, in the order of their first record.
+func Pair(rs []Record) []Call {
+	var out []Call
+	open := map[int64]int{} // intent seq → index in out
+	for i := range rs {
+		r := &rs[i]
+		if r.Type == TypeResult {
+			if j, ok := open[r.Intent]; ok && r.Intent > 0 {
+				out[j].Result = r
+				delete(open, r.Intent)
+				continue
+			}
+			out = append(out, Call{Result: r})
+			continue
+		}
+		if NeedsResult(*r) {
+			open[r.Seq] = len(out)
+		}
+		out = append(out, Call{Intent: r})
+	}
+	return out
+}
+
+// Dangling reports whether the call's intent is still waiting for a result.
+func (c Call) Dangling() bool { return c.Intent != nil && c.Result == nil && NeedsResult(*c.Intent) }
+
+// FormatCall renders a call as one line, like Format: the intent with its
+// result's exit code and duration, or a note saying which half is missing.
+func FormatCall(c Call) string {
+	switch {
+	case c.Intent == nil:
+		return Format(*c.Result) + fmt.Sprintf(" (result of record %d)", c.Result.Intent)
+	case c.Result == nil && c.Dangling():
+		return Format(*c.Intent) + " NO RESULT (the caller was killed or crashed, or the call is still running)"
+	case c.Result == nil:
+		return Format(*c.Intent)
+	}
+	m := *c.Intent
+	res := c.Result
+	m.ExitCode, m.DurationMS = res.ExitCode, res.DurationMS
+	if res.Error != "" {
+		m.Error = res.Error
+	}
+	return Format(m)
+}

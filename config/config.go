@@ -58,6 +58,9 @@ type TerminalConfig struct {
 	SpillLimit Size          `yaml:"spill_limit"` // bytes of one command's spill file (head and tail kept)
 	JobTimeout time.Duration `yaml:"job_timeout"` // background jobs are killed after this long; 0 = never
 	MaxJobs    int           `yaml:"max_jobs"`    // background jobs running at once per session; 0 = unlimited
+	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
+	// command a fresh one, removed when it ends (as `exec --ephemeral`).
+	Persistence Persistence `yaml:"persistence"`
 }
 
 // DockerConfig is the docker section.
@@ -175,6 +178,13 @@ type AuditConfig struct {
 	Enabled        bool       `yaml:"enabled"`
 	Level          AuditLevel `yaml:"level"`
 	LogDestination string     `yaml:"log_destination"` // local path; may start with ~
+	// OnFailure is what happens to a call whose intent cannot be recorded: refuse it, or run
+	// it and warn.
+	OnFailure AuditOnFailure `yaml:"on_failure"`
+	// Witness sends each record's seq and MAC to the system log: "", syslog or journald.
+	Witness AuditWitness `yaml:"witness"`
+	// WitnessSocket overrides the witness's socket (/dev/log, /run/systemd/journal/socket).
+	WitnessSocket string `yaml:"witness_socket"`
 }
 
 // MCPConfig is the mcp section.
@@ -197,6 +207,7 @@ func NewConfig() *Config {
 			SpillLimit:     64 * Mebibyte,
 			JobTimeout:     24 * time.Hour,
 			MaxJobs:        16,
+			Persistence:    PersistenceSession,
 		},
 		Docker: DockerConfig{
 			Image:          "python:3.12-slim",
@@ -241,6 +252,7 @@ func NewConfig() *Config {
 			Enabled:        true,
 			Level:          AuditFull,
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
+			OnFailure:      AuditRefuse,
 		},
 		MCP: MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
 	}

@@ -15,7 +15,10 @@ const envPrefix = "HERMES_SANDBOX_"
 const envAlias = envPrefix + "SANDBOX"
 
 // ignoredEnv are HERMES_SANDBOX_* variables owned by other packages.
-var ignoredEnv = []string{EnvConfigPath, envPrefix + "TEST_*", envPrefix + "MCP_TOKEN"}
+var ignoredEnv = []string{EnvConfigPath, envPrefix + "TEST_*", envPrefix + "MCP_TOKEN", EnvAuditKey}
+
+// EnvAuditKey holds the audit log's verification key for `audit verify`; it is not a setting.
+const EnvAuditKey = envPrefix + "AUDIT_KEY"
 
 // providerEnv are the providers' own credential variables. They are
 // fallbacks: used only when secrets.yaml and HERMES_SANDBOX_* left the

@@ -25,6 +25,7 @@ var (
 	seconds     = conv{secondsFn, "a bare number is seconds"}
 	megabytes   = conv{megabytesFn, "a bare number is MB"}
 	backendName = conv{backendFn, "vercel_sandbox means vercel"}
+	persistent  = conv{persistentFn, "true is session, false is ephemeral"}
 	asIs        = conv{}
 )
 
@@ -57,7 +58,18 @@ func megabytesFn(s string) (string, error) {
 	return t, nil
 }
 
-// backendName accepts Hermes's backend names (vercel_sandbox is our vercel).
+// persistentFn maps Hermes's container_persistent (a bool) onto terminal.persistence.
+func persistentFn(s string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes":
+		return string(PersistenceSession), nil
+	case "false", "0", "no":
+		return string(PersistenceEphemeral), nil
+	}
+	return s, nil
+}
+
+// backendFn accepts Hermes's backend names (vercel_sandbox is our vercel).
 func backendFn(s string) (string, error) {
 	if strings.TrimSpace(s) == "vercel_sandbox" {
 		return "vercel", nil
@@ -75,47 +87,49 @@ type hermesKey struct {
 // `config list --aliases`. The prefix-less forms (docker_image, ssh_host…) are the keys of
 // Hermes's terminal section.
 var hermesFlat = map[string]hermesKey{
-	"terminal_backend":           {"terminal.backend", backendName},
-	"terminal_env":               {"terminal.backend", backendName},
-	"terminal_cwd":               {"terminal.cwd", asIs},
-	"terminal_timeout":           {"terminal.timeout", seconds},
-	"terminal_docker_image":      {"docker.image", asIs},
-	"terminal_singularity_image": {"singularity.image", asIs},
-	"terminal_modal_image":       {"modal.image", asIs},
-	"terminal_daytona_image":     {"daytona.image", asIs},
-	"terminal_ssh_host":          {"ssh.host", asIs},
-	"terminal_ssh_user":          {"ssh.user", asIs},
-	"terminal_ssh_port":          {"ssh.port", asIs},
-	"terminal_ssh_key":           {"ssh.key", asIs},
-	"terminal_container_cpu":     {"docker.cpu_quota", asIs},
-	"terminal_container_memory":  {"docker.memory_limit", megabytes},
-	"singularity_readonly":       {"singularity.readonly", asIs},
-	"modal_token_id":             {"modal.token_id", asIs},
-	"modal_token_secret":         {"modal.token_secret", asIs},
-	"daytona_api_key":            {"daytona.api_key", asIs},
-	"vercel_token":               {"vercel.token", asIs},
+	"terminal_backend":              {"terminal.backend", backendName},
+	"terminal_env":                  {"terminal.backend", backendName},
+	"terminal_cwd":                  {"terminal.cwd", asIs},
+	"terminal_timeout":              {"terminal.timeout", seconds},
+	"terminal_docker_image":         {"docker.image", asIs},
+	"terminal_singularity_image":    {"singularity.image", asIs},
+	"terminal_modal_image":          {"modal.image", asIs},
+	"terminal_daytona_image":        {"daytona.image", asIs},
+	"terminal_ssh_host":             {"ssh.host", asIs},
+	"terminal_ssh_user":             {"ssh.user", asIs},
+	"terminal_ssh_port":             {"ssh.port", asIs},
+	"terminal_ssh_key":              {"ssh.key", asIs},
+	"terminal_container_cpu":        {"docker.cpu_quota", asIs},
+	"terminal_container_memory":     {"docker.memory_limit", megabytes},
+	"singularity_readonly":          {"singularity.readonly", asIs},
+	"terminal_container_persistent": {"terminal.persistence", persistent},
+	"modal_token_id":                {"modal.token_id", asIs},
+	"modal_token_secret":            {"modal.token_secret", asIs},
+	"daytona_api_key":               {"daytona.api_key", asIs},
+	"vercel_token":                  {"vercel.token", asIs},
 }
 
 // hermesEnv are the TERMINAL_* variables Hermes reads, mapped onto our keys. They rank below
 // HERMES_SANDBOX_* and above the config files; ~/.hermes/.env ranks below the process env.
 var hermesEnv = map[string]hermesKey{
-	"TERMINAL_ENV":                {"terminal.backend", backendName},
-	"TERMINAL_BACKEND":            {"terminal.backend", backendName},
-	"TERMINAL_CWD":                {"terminal.cwd", asIs},
-	"TERMINAL_TIMEOUT":            {"terminal.timeout", seconds},
-	"TERMINAL_DOCKER_IMAGE":       {"docker.image", asIs},
-	"TERMINAL_SINGULARITY_IMAGE":  {"singularity.image", asIs},
-	"TERMINAL_MODAL_IMAGE":        {"modal.image", asIs},
-	"TERMINAL_DAYTONA_IMAGE":      {"daytona.image", asIs},
-	"TERMINAL_SSH_HOST":           {"ssh.host", asIs},
-	"TERMINAL_SSH_USER":           {"ssh.user", asIs},
-	"TERMINAL_SSH_PORT":           {"ssh.port", asIs},
-	"TERMINAL_SSH_KEY":            {"ssh.key", asIs},
-	"TERMINAL_CONTAINER_CPU":      {"docker.cpu_quota", asIs},
-	"TERMINAL_CONTAINER_MEMORY":   {"docker.memory_limit", megabytes},
-	"TERMINAL_DOCKER_FORWARD_ENV": {"terminal.env_passthrough", asIs},
-	"TERMINAL_DOCKER_VOLUMES":     {"docker.volumes", asIs},
-	"TERMINAL_DOCKER_ENV":         {"docker.env", asIs},
+	"TERMINAL_ENV":                  {"terminal.backend", backendName},
+	"TERMINAL_BACKEND":              {"terminal.backend", backendName},
+	"TERMINAL_CWD":                  {"terminal.cwd", asIs},
+	"TERMINAL_TIMEOUT":              {"terminal.timeout", seconds},
+	"TERMINAL_DOCKER_IMAGE":         {"docker.image", asIs},
+	"TERMINAL_SINGULARITY_IMAGE":    {"singularity.image", asIs},
+	"TERMINAL_MODAL_IMAGE":          {"modal.image", asIs},
+	"TERMINAL_DAYTONA_IMAGE":        {"daytona.image", asIs},
+	"TERMINAL_SSH_HOST":             {"ssh.host", asIs},
+	"TERMINAL_SSH_USER":             {"ssh.user", asIs},
+	"TERMINAL_SSH_PORT":             {"ssh.port", asIs},
+	"TERMINAL_SSH_KEY":              {"ssh.key", asIs},
+	"TERMINAL_CONTAINER_CPU":        {"docker.cpu_quota", asIs},
+	"TERMINAL_CONTAINER_MEMORY":     {"docker.memory_limit", megabytes},
+	"TERMINAL_CONTAINER_PERSISTENT": {"terminal.persistence", persistent},
+	"TERMINAL_DOCKER_FORWARD_ENV":   {"terminal.env_passthrough", asIs},
+	"TERMINAL_DOCKER_VOLUMES":       {"docker.volumes", asIs},
+	"TERMINAL_DOCKER_ENV":           {"docker.env", asIs},
 }
 
 // Alias is one accepted alternative spelling of a key.

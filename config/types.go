@@ -350,6 +350,60 @@ func (l *AuditLevel) UnmarshalText(text []byte) error {
 	return unmarshalEnum(l, ParseAuditLevel, text)
 }
 
+// AuditOnFailure is audit.on_failure.
+type AuditOnFailure string
+
+// What happens to a call whose intent cannot be recorded.
+const (
+	// AuditRefuse does not run it (exit 126).
+	AuditRefuse AuditOnFailure = "refuse"
+	// AuditWarn runs it and warns on stderr and in the result.
+	AuditWarn AuditOnFailure = "warn"
+)
+
+var allAuditOnFailures = []AuditOnFailure{AuditRefuse, AuditWarn}
+
+// ParseAuditOnFailure parses refuse or warn.
+func ParseAuditOnFailure(s string) (AuditOnFailure, error) {
+	return parseEnum("audit on_failure", s, allAuditOnFailures)
+}
+
+// Valid reports whether f is known.
+func (f AuditOnFailure) Valid() bool { return slices.Contains(allAuditOnFailures, f) }
+
+// UnmarshalText parses with ParseAuditOnFailure.
+func (f *AuditOnFailure) UnmarshalText(text []byte) error {
+	return unmarshalEnum(f, ParseAuditOnFailure, text)
+}
+
+// AuditWitness is audit.witness.
+type AuditWitness string
+
+// Witnesses.
+const (
+	AuditWitnessNone     AuditWitness = ""
+	AuditWitnessSyslog   AuditWitness = "syslog"
+	AuditWitnessJournald AuditWitness = "journald"
+)
+
+var allAuditWitnesses = []AuditWitness{AuditWitnessNone, AuditWitnessSyslog, AuditWitnessJournald}
+
+// ParseAuditWitness parses "", syslog or journald.
+func ParseAuditWitness(s string) (AuditWitness, error) {
+	if s == "" {
+		return AuditWitnessNone, nil
+	}
+	return parseEnum("audit witness (empty for none)", s, allAuditWitnesses[1:])
+}
+
+// Valid reports whether w is known.
+func (w AuditWitness) Valid() bool { return slices.Contains(allAuditWitnesses, w) }
+
+// UnmarshalText parses with ParseAuditWitness.
+func (w *AuditWitness) UnmarshalText(text []byte) error {
+	return unmarshalEnum(w, ParseAuditWitness, text)
+}
+
 func unmarshalEnum[T ~string](dst *T, parse func(string) (T, error), text []byte) error {
 	v, err := parse(string(text))
 	if err != nil {
@@ -431,4 +485,27 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
+}
+
+// Persistence is terminal.persistence: whether a session's sandbox outlives a command.
+type Persistence string
+
+// Persistence choices.
+const (
+	// PersistenceSession keeps each session's sandbox and shell state between commands.
+	PersistenceSession Persistence = "session"
+	// PersistenceEphemeral gives every command a fresh sandbox, removed when it ends.
+	PersistenceEphemeral Persistence = "ephemeral"
+)
+
+var allPersistences = []Persistence{PersistenceSession, PersistenceEphemeral}
+
+// ParsePersistence parses session or ephemeral.
+func ParsePersistence(s string) (Persistence, error) {
+	return parseEnum("persistence", s, allPersistences)
+}
+
+// UnmarshalText parses with ParsePersistence.
+func (p *Persistence) UnmarshalText(text []byte) error {
+	return unmarshalEnum(p, ParsePersistence, text)
 }

@@ -285,6 +285,17 @@ func (c *Config) validateOthers(v *validator) {
 	if au.Enabled && au.Level != AuditOff && strings.TrimSpace(au.LogDestination) == "" {
 		v.failf("audit.log_destination", "must not be empty while audit is enabled")
 	}
+	if !au.OnFailure.Valid() {
+		_, err := ParseAuditOnFailure(string(au.OnFailure))
+		v.failf("audit.on_failure", "%v", err)
+	}
+	if !au.Witness.Valid() {
+		_, err := ParseAuditWitness(string(au.Witness))
+		v.failf("audit.witness", "%v", err)
+	}
+	if au.WitnessSocket != "" && !filepath.IsAbs(au.WitnessSocket) {
+		v.failf("audit.witness_socket", "%q: want an absolute path to a unix datagram socket", au.WitnessSocket)
+	}
 
 	v.nonNegative("mcp.max_sessions", int64(c.MCP.MaxSessions))
 	v.nonNegativeDuration("mcp.session_idle_timeout", c.MCP.SessionIdleTimeout)

@@ -166,6 +166,9 @@ type call struct {
 	switches []toolSwitch
 	start    time.Time
 	rec      audit.Record
+	intent   int64  // seq of the intent record, once written
+	admitted bool   // the call went on to the backend
+	warning  string // why the call runs unrecorded (audit.on_failure warn)
 }
 
 type toolSwitch struct {
@@ -173,8 +176,35 @@ type toolSwitch struct {
 	name string
 }
 
-// admit runs the switches, the cap, the classifier and the approval. A nil error means go.
+// admit decides on the call and, when it may go, records its intent before the backend is
+// touched. A nil error means go. A call whose intent cannot be recorded does not run, unless
+// audit.on_failure is warn.
 func (s *Session) admit(ctx context.Context, c *call) error {
+	if err := s.decide(ctx, c); err != nil {
+		return err
+	}
+	c.admitted = true
+	if s.b.opts.Audit == nil {
+		return nil
+	}
+	seq, err := s.b.opts.Audit.Intent(context.WithoutCancel(ctx), c.rec)
+	var ie *audit.IntentError
+	switch {
+	case err == nil:
+		c.intent = seq
+	case errors.As(err, &ie) && ie.Warn:
+		c.warning = "hermes-sandbox: WARNING: this call runs unrecorded (audit.on_failure is warn): " + err.Error()
+		s.b.opts.Logger.Error(c.warning)
+	default:
+		c.admitted = false
+		return &RefusedError{Tool: c.label, Command: c.command, Reason: "audit-failed",
+			Hint: err.Error() + "; fix the log, or set audit.on_failure warn to run calls unrecorded"}
+	}
+	return nil
+}
+
+// decide runs the switches, the cap, the classifier and the approval. A nil error means go.
+func (s *Session) decide(ctx context.Context, c *call) error {
 	c.start = time.Now()
 	c.rec = audit.Record{Session: s.inner.Name(), Backend: s.b.inner.Name(), Tool: c.tool, Command: c.command,
 		Verdict: string(policy.VerdictSafe), Decision: audit.DecisionAllowed, Approver: "policy"}
@@ -347,23 +377,40 @@ func compound(text string) bool {
 	return n > 1
 }
 
-// record writes the audit record of a finished or refused call.
+// record writes the result record of a finished call (linked to its intent), or the one
+// record of a refused call.
 func (s *Session) record(ctx context.Context, c *call, res *sandbox.Result, err error) {
 	if s.b.opts.Audit == nil {
 		return
 	}
-	c.rec.SetDuration(time.Since(c.start))
+	rec := c.rec
+	if c.admitted {
+		rec = audit.Record{Session: rec.Session, Backend: rec.Backend, Tool: rec.Tool,
+			StdoutBytes: rec.StdoutBytes, Error: rec.Error}
+	}
+	rec.SetDuration(time.Since(c.start))
 	if res != nil {
 		code := res.ExitCode
-		c.rec.ExitCode = &code
-		c.rec.StdoutBytes, c.rec.StderrBytes = res.StdoutBytes, res.StderrBytes
-		c.rec.Excerpt = excerpt(res.Stdout, res.Stderr)
+		rec.ExitCode = &code
+		rec.StdoutBytes, rec.StderrBytes = res.StdoutBytes, res.StderrBytes
+		rec.Excerpt = excerpt(res.Stdout, res.Stderr)
+		if c.warning != "" {
+			res.Stderr += "\n" + c.warning + "\n"
+		}
 	}
-	if err != nil && c.rec.Error == "" {
-		c.rec.Error = err.Error()
+	if err != nil && rec.Error == "" {
+		rec.Error = err.Error()
 	}
-	if aerr := s.b.opts.Audit.Append(context.WithoutCancel(ctx), c.rec); aerr != nil {
-		s.b.opts.Logger.Error("audit append failed", "err", aerr)
+	var aerr error
+	switch {
+	case c.admitted:
+		aerr = s.b.opts.Audit.Result(context.WithoutCancel(ctx), c.intent, rec)
+	default:
+		rec.Type = audit.TypeIntent
+		aerr = s.b.opts.Audit.Append(context.WithoutCancel(ctx), rec)
+	}
+	if aerr != nil {
+		s.b.opts.Logger.Error("audit: record not written", "err", aerr)
 	}
 }
 

@@ -263,8 +263,8 @@ func TestCallLimit(t *testing.T) {
 		t.Errorf("refusal %q does not explain the cap", re.Error())
 	}
 	rs := e.records(t)
-	if len(rs) != 4 || rs[3].Decision != audit.DecisionRefused || rs[3].Reason != "call-limit" {
-		t.Errorf("audit = %+v; want 3 allowed + 1 refused", rs)
+	if len(rs) != 7 || rs[6].Decision != audit.DecisionRefused || rs[6].Reason != "call-limit" || audit.NeedsResult(rs[6]) {
+		t.Errorf("audit = %+v; want 3 intent+result pairs + 1 refused", rs)
 	}
 }
 
@@ -302,16 +302,20 @@ func TestAuditRecordsAndVerifies(t *testing.T) {
 	}
 	e.log.Close()
 	rs := e.records(t)
-	if len(rs) != 3 {
-		t.Fatalf("got %d records; want 3", len(rs))
+	if len(rs) != 6 {
+		t.Fatalf("got %d records; want 3 intent+result pairs", len(rs))
 	}
-	r := rs[0]
-	if r.Tool != audit.ToolExec || r.ExitCode == nil || *r.ExitCode != 3 || r.StdoutBytes != 4 || r.StderrBytes != 4 ||
-		r.Session != "s1" || r.Backend != "local" || !strings.Contains(r.Excerpt, "out") {
-		t.Errorf("exec record = %+v", r)
+	in, r := rs[0], rs[1]
+	if in.Type != audit.TypeIntent || in.Tool != audit.ToolExec || in.ExitCode != nil || !strings.Contains(in.Command, "exit 3") ||
+		in.Decision != audit.DecisionAllowed || in.Session != "s1" || in.Backend != "local" {
+		t.Errorf("exec intent = %+v", in)
 	}
-	if rs[1].Tool != audit.ToolWriteFile || rs[2].Tool != audit.ToolReadFile {
-		t.Errorf("file records = %q, %q", rs[1].Tool, rs[2].Tool)
+	if r.Type != audit.TypeResult || r.Intent != in.Seq || r.ExitCode == nil || *r.ExitCode != 3 || r.StdoutBytes != 4 ||
+		r.StderrBytes != 4 || r.Session != "s1" || !strings.Contains(r.Excerpt, "out") {
+		t.Errorf("exec result = %+v", r)
+	}
+	if rs[2].Tool != audit.ToolWriteFile || rs[3].Intent != rs[2].Seq || rs[4].Tool != audit.ToolReadFile || rs[5].Intent != rs[4].Seq {
+		t.Errorf("file records = %+v", rs[2:])
 	}
 	rep, err := audit.Verify(e.path)
 	if err != nil || !rep.OK {

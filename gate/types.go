@@ -56,7 +56,8 @@ func approverFrom(ctx context.Context) Approver {
 type RefusedError struct {
 	Tool    string
 	Command string
-	// Reason is one of: hardline, denied, no-approver, timeout, tool-disabled, call-limit.
+	// Reason is one of: hardline, denied, no-approver, timeout, tool-disabled, call-limit,
+	// audit-failed.
 	Reason   string
 	Verdict  policy.Verdict
 	Findings []policy.Finding
@@ -79,6 +80,8 @@ func (e *RefusedError) Error() string {
 		msg += ": this tool is switched off"
 	case "call-limit":
 		msg += ": the session used up its tool calls (loop.max_tool_calls)"
+	case "audit-failed":
+		msg += ": its intent could not be recorded in the audit log, so it did not run"
 	default:
 		msg += ": " + e.Reason
 	}

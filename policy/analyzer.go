@@ -77,6 +77,9 @@ type analyzer struct {
 
 	files map[string]desc // data written to files earlier in the command
 
+	newRemotes map[string]bool // git remotes added or re-pointed earlier in the command
+	piping     int             // inside a pipeline stage whose output feeds the next
+
 	// Reverse-shell bookkeeping: what the current pipeline stage runs.
 	stageNet, stageShell bool
 	sawMkfifo, sawNet    bool
@@ -257,6 +260,13 @@ func (a *analyzer) walkStmt(s *syntax.Stmt, in desc) desc {
 			continue
 		}
 		a.writeTarget(f, wRedirect, out)
+		switch {
+		case out.t&tInfinite != 0 && !strings.HasPrefix(f.s, "/dev/"):
+			a.add(ruleFillDisk)
+		case (r.Op == syntax.RdrOut || r.Op == syntax.ClbOut) && out.known && out.text == "" &&
+			(s.Cmd == nil || a.lastCmd == ":" || a.lastCmd == "true" || a.lastCmd == "cat" || a.lastCmd == "echo" || a.lastCmd == "printf"):
+			a.truncateTarget(f)
+		}
 		if r.N == nil || r.N.Value == "1" || r.Op == syntax.RdrAll || r.Op == syntax.AppAll {
 			out = desc{known: true}
 		}
@@ -370,6 +380,8 @@ func (a *analyzer) walkCommand(cmd syntax.Command, in desc) desc {
 		out := a.walkStmts(x.Do, in)
 		if a.infiniteCond(x) && spawnsWithoutPause(x.Do) {
 			a.add(ruleForkBomb)
+		} else if a.infiniteCond(x) && fillsWithoutPause(x.Do) {
+			a.add(ruleFillDisk)
 		}
 		return out
 	case *syntax.ForClause:
@@ -432,9 +444,15 @@ func (a *analyzer) pipeline(x *syntax.BinaryCmd, in desc) desc {
 	defer func() { a.forking-- }()
 	net, shell := false, false
 	cur := in
-	for _, st := range stages {
+	for k, st := range stages {
 		a.stageNet, a.stageShell = false, false
+		if k < len(stages)-1 {
+			a.piping++
+		}
 		cur = a.walkStmt(st, cur)
+		if k < len(stages)-1 {
+			a.piping--
+		}
 		net = net || a.stageNet
 		shell = shell || a.stageShell
 	}
@@ -451,6 +469,9 @@ func (a *analyzer) callExpr(x *syntax.CallExpr, in desc) desc {
 	for _, w := range x.Args {
 		a.substsWord(w)
 	}
+	if len(x.Args) > 0 && computedWord(x.Args[0]) {
+		a.add(ruleDynamicCommand)
+	}
 	if len(x.Args) == 0 {
 		for _, as := range x.Assigns {
 			a.assign(as, true)
@@ -459,6 +480,9 @@ func (a *analyzer) callExpr(x *syntax.CallExpr, in desc) desc {
 	}
 	for _, as := range x.Assigns {
 		a.assign(as, false)
+		if as.Name != nil && programEnv[as.Name.Value] && as.Value != nil {
+			a.programOption(a.word1(as.Value))
+		}
 	}
 	return a.exec(a.fieldsOf(x.Args), in)
 }

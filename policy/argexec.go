@@ -31,14 +31,31 @@ func optValue(args []field, i int, names ...string) (field, int, bool) {
 func (a *analyzer) toolExec(c *call) {
 	args := c.args
 	for i := 0; i < len(args); i++ {
+		if c.name == "rg" || c.name == "ag" {
+			switch args[i].s {
+			case "-e", "--regexp", "-f", "--file", "-g", "--glob", "-t", "--type", "-T", "--type-not", "--iglob", "-G":
+				i++ // the value is a pattern, not an option
+				continue
+			}
+		}
 		var names []string
 		switch c.name {
 		case "rg":
-			names = []string{"--pre"}
+			names = []string{"--pre", "--hostname-bin"}
 		case "sort":
 			names = []string{"--compress-program"}
 		case "man":
-			names = []string{"-P", "--pager", "--html"}
+			names = []string{"-P", "--pager", "--html", "-H"}
+		case "ag":
+			names = []string{"--pager"}
+		case "fzf":
+			names = []string{"--preview", "--bind"}
+		case "entr":
+			if args[i].s == "-s" && i+1 < len(args) {
+				a.shellCode(args[i+1], desc{}, nil, false)
+				i++
+			}
+			continue
 		case "zip":
 			names = []string{"-TT", "--unzip-command"}
 		case "gdb":
@@ -75,7 +92,19 @@ func (a *analyzer) toolExec(c *call) {
 				continue
 			}
 		}
-		a.shellCode(v, desc{}, nil, false)
+		switch c.name {
+		case "rg", "sort", "man", "ag", "zip":
+			a.programOption(v)
+		case "fzf":
+			// {} stands for each selected line.
+			if strings.Contains(v.s, "{}") {
+				v.s = strings.ReplaceAll(v.s, "{}", unkS)
+				v.dyn = true
+			}
+			a.shellCode(v, desc{}, nil, false)
+		default:
+			a.shellCode(v, desc{}, nil, false)
+		}
 	}
 	if c.name == "go" {
 		a.goRun(c)

@@ -22,7 +22,7 @@ func (a *analyzer) codeFileOps(key, code string, lits []codeLit) {
 		return field{s: s, dyn: strings.Contains(s, unkS)}, true
 	}
 	deletes, recursive := false, false
-	for _, name := range [...]string{"rmtree", "rm_rf", "rm_r", "remove_tree", "rmSync", "rmdirSync", "rimraf", "rmrf", "deleteRecursively", "rm", "remove_dir_all", "RemoveAll"} {
+	for _, name := range [...]string{"rmtree", "rm_rf", "rm_r", "remove_tree", "rmSync", "removeSync", "rmdirSync", "rimraf", "rmrf", "deleteRecursively", "rm", "remove_dir_all", "RemoveAll"} {
 		for _, span := range callSites(code, name, lits, key == "perl") {
 			recursive = true
 			if f, ok := pathArg(span); ok {
@@ -45,7 +45,7 @@ func (a *analyzer) codeFileOps(key, code string, lits []codeLit) {
 			for _, span := range callSites(code, name, lits, key == "perl") {
 				if f, ok := pathArg(span); ok {
 					f.glob = strings.ContainsAny(f.s, "*?[")
-					a.deleteTarget(f, delOpts{recursive: recursive, force: recursive})
+					a.deleteTarget(f, delOpts{recursive: recursive, force: true}) // every file the glob finds
 				}
 			}
 		}

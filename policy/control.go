@@ -142,26 +142,47 @@ func (a *analyzer) infiniteCond(x *syntax.WhileClause) bool {
 // spawnsWithoutPause reports whether a loop body starts background jobs
 // and never sleeps, waits or blocks on input.
 func spawnsWithoutPause(body []*syntax.Stmt) bool {
-	bg, pause := false, false
+	bg, _, pause := scanLoop(body)
+	return bg && !pause
+}
+
+// fillsWithoutPause reports whether an endless loop body creates files or
+// directories (or appends to them) and never pauses or stops.
+func fillsWithoutPause(body []*syntax.Stmt) bool {
+	_, fills, pause := scanLoop(body)
+	return fills && !pause
+}
+
+// scanLoop reports whether a loop body starts background jobs, creates or
+// writes files, and pauses or stops (sleep, wait, read, break, exit). A
+// sleep sent to the background does not pause the loop.
+func scanLoop(body []*syntax.Stmt) (bg, fills, pause bool) {
 	for _, s := range body {
 		syntax.Walk(s, func(n syntax.Node) bool {
 			switch n := n.(type) {
 			case *syntax.Stmt:
 				if n.Background {
 					bg = true
+					return false
+				}
+			case *syntax.Redirect:
+				if n.Op == syntax.AppOut || n.Op == syntax.RdrOut {
+					fills = true
 				}
 			case *syntax.CallExpr:
 				if len(n.Args) > 0 {
 					switch cmdBase(n.Args[0].Lit()) {
 					case "sleep", "wait", "read", "break", "exit", "return", "usleep":
 						pause = true
+					case "mkdir", "touch", "cp", "dd", "fallocate", "truncate", "ln", "git":
+						fills = true
 					}
 				}
 			}
 			return !pause
 		})
 	}
-	return bg && !pause
+	return bg, fills, pause
 }
 
 func (a *analyzer) defineFunc(name string, body *syntax.Stmt) {

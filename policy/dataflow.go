@@ -80,7 +80,34 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		return printfOut(args)
 	case "true", "false", ":", "cd", "unset", "alias", "mkdir", "touch", "chmod", "chown", "rm", "cp", "mv", "ln":
 		return desc{known: true}
-	case "cat", "tac", "more", "less", "head", "tail", "nl", "zcat", "gzcat", "bzcat":
+	case "yes":
+		text := "y"
+		if len(args) > 0 {
+			text = joinFields(args).s
+		}
+		return desc{text: text + "\n", known: true, t: tInfinite}
+	case "head":
+		d := in
+		if files := nonOptions(args, "nc"); len(files) > 0 {
+			d = a.produce1("cat", files[:1], in)
+		}
+		d.known = false
+		if d.t&tInfinite != 0 {
+			d.t &^= tInfinite
+			for i, f := range args {
+				v := strings.TrimPrefix(f.s, "--bytes=")
+				if f.s == "-c" && i+1 < len(args) {
+					v = args[i+1].s
+				} else if strings.HasPrefix(f.s, "-c") && len(f.s) > 2 {
+					v = f.s[2:]
+				}
+				if n, ok := parseSize(v); ok && n >= hugeSize {
+					d.t |= tInfinite
+				}
+			}
+		}
+		return d
+	case "cat", "tac", "more", "less", "tail", "nl", "zcat", "gzcat", "bzcat":
 		valued := ""
 		if name == "head" || name == "tail" {
 			valued = "nc"
@@ -91,6 +118,12 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		}
 		out := desc{known: true}
 		for _, f := range files {
+			if isEndless(f.s) {
+				return desc{t: tInfinite}
+			}
+			if f.s == "/dev/null" {
+				continue // contributes nothing
+			}
 			out = concatDesc(out, a.fileContent(f))
 		}
 		if name == "head" || name == "tail" || name == "tac" || name == "nl" {
@@ -184,8 +217,33 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 		"micromamba", "brew", "starship", "zoxide", "fnm", "mise", "rtx", "asdf", "opam", "minikube", "docker-machine", "dircolors",
 		"thefuck", "register-python-argcomplete", "luarocks", "resize", "tset", "dbus-launch", "aws-vault", "pipenv", "poetry", "kind":
 		return desc{t: tInit}
+	case "tar", "bsdtar", "zip", "7z", "7za":
+		// An archive of the home directory or a document folder in it
+		// carries everything in them.
+		for _, f := range args {
+			if f.dyn || strings.HasPrefix(f.s, "-") {
+				continue
+			}
+			t := a.target(f)
+			if a.isHomeDir(t.p) || a.isCredential(t) || a.isSSHDir(t.p) || a.outsideHome(t) && !a.regenerable(t) && !strings.Contains(path.Base(t.p), ".") {
+				return desc{t: tSecret}
+			}
+		}
+		return desc{}
+	case "findmnt", "df", "lsblk", "blkid", "mount":
+		return desc{t: tDevice}
+	case "ps":
+		for _, f := range args {
+			if strings.Contains(f.s, "ppid") {
+				return desc{t: tSupervisor}
+			}
+		}
+		return desc{t: tPidList}
 	case "pgrep", "pidof":
 		for _, f := range nonOptions(args, "ugGPst") {
+			if namesSupervisor(f.s) {
+				return desc{t: tSupervisor}
+			}
 			if n := strings.Trim(f.s, "^$"); criticalProcs[n] || n == "." || n == ".*" {
 				return desc{t: tCritical}
 			}
@@ -199,8 +257,11 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 			}
 		}
 		return desc{}
-	case "stat", "wc", "du", "df", "date", "whoami", "id", "hostname", "uname", "uptime", "ps", "nproc", "seq", "yes", "sleep":
+	case "stat", "wc", "du", "date", "whoami", "id", "hostname", "uname", "uptime", "nproc", "seq", "sleep":
 		return desc{}
+	}
+	if isPSFetcher(name) {
+		return desc{t: tRemote}
 	}
 	for _, f := range args {
 		switch f.s {

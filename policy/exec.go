@@ -50,6 +50,9 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		a.add(ruleObfuscated)
 	}
 	name := normName(raw)
+	if lookalikeName(raw) {
+		a.add(ruleLookalike)
+	}
 	if f0.glob {
 		g, ok := globCommand(cmdBase(raw))
 		if !ok {
@@ -70,6 +73,11 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		}
 	}
 	c := &call{name: name, argv0: f0, args: argv[1:], in: in}
+	if sp := optSpecs[name]; sp != nil && sp.abbrev {
+		c.args = sp.canon(c.args)
+	}
+	a.cliMatch(name, c.args)
+	a.extraRules(c)
 	if h := dispatch(name); h != nil {
 		h(a, c)
 	} else {
@@ -194,170 +202,114 @@ func globCommand(pattern string) (string, bool) {
 	return "", false
 }
 
+// handlerTable maps command names (as normName returns them) to the
+// handler that applies their rules. Add a command here to give it a
+// handler; commands with only subcommand or option rules need just a row in
+// cliRules (registry.go).
+var handlerTable = []struct {
+	names string // space-separated
+	h     handler
+}{
+	// shells and evaluation
+	{"sh bash dash zsh ksh mksh ash yash fish csh tcsh rbash oksh pdksh ksh93 posh", (*analyzer).shell},
+	{"eval", (*analyzer).eval},
+	{"source .", (*analyzer).source},
+	{"alias", (*analyzer).alias},
+	{"trap", (*analyzer).trap},
+	{"unset", (*analyzer).unset},
+	{"export declare typeset readonly local setenv", (*analyzer).exportCmd},
+	{"printf", (*analyzer).printfCmd},
+	{"read", (*analyzer).readCmd},
+	{"set", (*analyzer).setCmd},
+	{"cd pushd", (*analyzer).cd},
+	{"history", (*analyzer).history},
+	{"shopt", (*analyzer).shopt},
+	// wrappers
+	{"env", (*analyzer).env},
+	{"sudo", (*analyzer).sudo},
+	{"su", (*analyzer).su},
+	{"runuser", (*analyzer).runuser},
+	{"exec", (*analyzer).execBuiltin},
+	{"command", (*analyzer).command},
+	{"busybox toybox", (*analyzer).busybox},
+	{"xargs", (*analyzer).xargs},
+	{"watch", (*analyzer).watch},
+	{"flock", (*analyzer).flock},
+	{"sg", (*analyzer).sg},
+	{"script", (*analyzer).scriptCmd},
+	{"parallel", (*analyzer).parallel},
+	{"tmux", (*analyzer).tmux},
+	{"ssh", (*analyzer).ssh},
+	{"nix-shell", (*analyzer).nixShell},
+	{"uv poetry pipenv pdm hatch rye", (*analyzer).runSub},
+	{"bundle direnv conda mamba micromamba nix", (*analyzer).runSub},
+	{"at batch", (*analyzer).at},
+	// interpreters
+	{"python perl ruby php lua node awk Rscript pwsh powershell deno bun osascript jshell tclsh expect julia", (*analyzer).interpreter},
+	// files
+	{"rm unlink rmdir srm", (*analyzer).rm},
+	{"shred", (*analyzer).shred},
+	{"find", (*analyzer).find},
+	{"rsync", (*analyzer).rsync},
+	{"mv", (*analyzer).mv},
+	{"cp install", (*analyzer).cp},
+	{"ln", (*analyzer).ln},
+	{"tee sponge", (*analyzer).tee},
+	{"truncate touch mkdir", (*analyzer).touchLike},
+	{"sed", (*analyzer).sed},
+	{"yq crudini dasel", (*analyzer).inplaceEditor},
+	{"editor sudoedit", (*analyzer).editor},
+	{"dd", (*analyzer).dd},
+	{"mkfs", (*analyzer).mkfs},
+	{"wipefs blkdiscard sgdisk gdisk fdisk sfdisk cfdisk parted hdparm cryptsetup badblocks nvme lvremove vgremove pvremove zpool mdadm diskutil", (*analyzer).disk},
+	{"chmod chown chgrp setfacl", (*analyzer).chmod},
+	{"chattr", (*analyzer).chattr},
+	{"tar unzip bsdtar 7z cpio", (*analyzer).archive},
+	{"mkfifo mknod", (*analyzer).mkfifo},
+	// network
+	{"curl wget http https xh aria2c fetch lwp-request httpie", (*analyzer).httpClient},
+	{"nc telnet socat ztcp openssl", (*analyzer).netClient},
+	{"scp sftp rclone gsutil mail mailx sendmail mutt dig nslookup host ping ftp tftp lftp gh", (*analyzer).netSink},
+	// version control and data stores
+	{"git", (*analyzer).git},
+	{"psql mysql sqlite3 duckdb sqlcmd clickhouse-client clickhouse cockroach snowsql bq cqlsh", (*analyzer).sqlClient},
+	{"redis-cli mongo dropdb mysqladmin dropuser", (*analyzer).database},
+	{"rails rake mix prisma django-admin manage.py artisan", (*analyzer).dbTask},
+	// system
+	{"kill pkill killall killall5 skill", (*analyzer).kill},
+	{"shutdown reboot poweroff halt init telinit systemctl service loginctl launchctl update-rc.d chkconfig rc-update rc-service", (*analyzer).system},
+	{"crontab", (*analyzer).crontab},
+	{"iptables ufw nft firewall-cmd setenforce aa-teardown aa-disable aa-complain auditctl pfctl csrutil spctl", (*analyzer).firewall},
+	{"sysctl insmod rmmod modprobe kextload kextunload", (*analyzer).kernel},
+	{"setcap", (*analyzer).setcap},
+	{"gpg gpg2 security", (*analyzer).secretStore},
+	{"passwd chpasswd chsh chfn useradd usermod userdel adduser deluser groupadd groupdel groupmod gpasswd visudo vipw vigr newusers dscl", (*analyzer).users},
+	{"mount umount pivot_root losetup swapoff", (*analyzer).mount},
+	{"journalctl", (*analyzer).journalctl},
+	{"ip ifconfig nmcli ifdown networksetup", (*analyzer).network},
+	{"docker kubectl oc helm terraform pulumi aws gcloud az doctl eksctl heroku fly flyctl vercel linode-cli hcloud s3cmd mc", (*analyzer).cloud},
+	{"nsenter unshare chroot systemd-nspawn", (*analyzer).namespace},
+	{"hermes-sandbox", (*analyzer).self},
+	{"go rg fd fdfind sort man zip gdb npx npm pnpm ag fzf entr", (*analyzer).toolExec},
+}
+
+// handlers is handlerTable indexed by name (built in init: the table's
+// handlers reach dispatch, so it cannot be a package-level initializer).
+var handlers map[string]handler
+
+func init() {
+	handlers = map[string]handler{}
+	for _, e := range handlerTable {
+		for _, n := range strings.Fields(e.names) {
+			handlers[n] = e.h
+		}
+	}
+}
+
 // dispatch returns the rule handler of a command, or nil.
 func dispatch(name string) handler {
-	switch name {
-	// shells and evaluation
-	case "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "rbash", "oksh", "pdksh", "ksh93", "posh":
-		return (*analyzer).shell
-	case "eval":
-		return (*analyzer).eval
-	case "source", ".":
-		return (*analyzer).source
-	case "alias":
-		return (*analyzer).alias
-	case "trap":
-		return (*analyzer).trap
-	case "unset":
-		return (*analyzer).unset
-	case "export", "declare", "typeset", "readonly", "local", "setenv":
-		return (*analyzer).exportCmd
-	case "printf":
-		return (*analyzer).printfCmd
-	case "read":
-		return (*analyzer).readCmd
-	case "set":
-		return (*analyzer).setCmd
-	case "cd", "pushd":
-		return (*analyzer).cd
-	case "history":
-		return (*analyzer).history
-	case "shopt":
-		return (*analyzer).shopt
-
-	// wrappers
-	case "env":
-		return (*analyzer).env
-	case "sudo":
-		return (*analyzer).sudo
-	case "su":
-		return (*analyzer).su
-	case "runuser":
-		return (*analyzer).runuser
-	case "exec":
-		return (*analyzer).execBuiltin
-	case "command":
-		return (*analyzer).command
-	case "busybox", "toybox":
-		return (*analyzer).busybox
-	case "xargs":
-		return (*analyzer).xargs
-	case "watch":
-		return (*analyzer).watch
-	case "flock":
-		return (*analyzer).flock
-	case "sg":
-		return (*analyzer).sg
-	case "script":
-		return (*analyzer).scriptCmd
-	case "parallel":
-		return (*analyzer).parallel
-	case "tmux":
-		return (*analyzer).tmux
-	case "ssh":
-		return (*analyzer).ssh
-	case "nix-shell":
-		return (*analyzer).nixShell
-	case "uv", "poetry", "pipenv", "pdm", "hatch", "rye":
-		return (*analyzer).runSub
-	case "bundle", "direnv", "conda", "mamba", "micromamba", "nix":
-		return (*analyzer).runSub
-	case "at", "batch":
-		return (*analyzer).at
-
-	// interpreters
-	case "python", "perl", "ruby", "php", "lua", "node", "awk", "Rscript", "pwsh", "powershell", "deno", "bun", "osascript", "jshell", "tclsh", "expect":
-		return (*analyzer).interpreter
-
-	// files
-	case "rm", "unlink", "rmdir", "srm":
-		return (*analyzer).rm
-	case "shred":
-		return (*analyzer).shred
-	case "find":
-		return (*analyzer).find
-	case "rsync":
-		return (*analyzer).rsync
-	case "mv":
-		return (*analyzer).mv
-	case "cp", "install":
-		return (*analyzer).cp
-	case "ln":
-		return (*analyzer).ln
-	case "tee", "sponge":
-		return (*analyzer).tee
-	case "truncate", "touch", "mkdir":
-		return (*analyzer).touchLike
-	case "sed":
-		return (*analyzer).sed
-	case "yq", "crudini", "dasel":
-		return (*analyzer).inplaceEditor
-	case "editor", "sudoedit":
-		return (*analyzer).editor
-	case "dd":
-		return (*analyzer).dd
-	case "mkfs":
-		return (*analyzer).mkfs
-	case "wipefs", "blkdiscard", "sgdisk", "gdisk", "fdisk", "sfdisk", "cfdisk", "parted", "hdparm", "cryptsetup", "badblocks", "nvme", "lvremove", "vgremove", "pvremove", "zpool", "mdadm", "diskutil":
-		return (*analyzer).disk
-	case "chmod", "chown", "chgrp", "setfacl":
-		return (*analyzer).chmod
-	case "chattr":
-		return (*analyzer).chattr
-	case "tar", "unzip", "bsdtar", "7z", "cpio":
-		return (*analyzer).archive
-	case "mkfifo", "mknod":
-		return (*analyzer).mkfifo
-
-	// network
-	case "curl", "wget", "http", "https", "xh", "aria2c", "fetch", "lwp-request", "httpie":
-		return (*analyzer).httpClient
-	case "nc", "telnet", "socat", "ztcp", "openssl":
-		return (*analyzer).netClient
-	case "scp", "sftp", "rclone", "gsutil", "mail", "mailx", "sendmail", "mutt", "dig", "nslookup", "host", "ping", "ftp", "tftp", "lftp", "gh":
-		return (*analyzer).netSink
-
-	// version control and data stores
-	case "git":
-		return (*analyzer).git
-	case "psql", "mysql", "sqlite3", "duckdb", "sqlcmd", "clickhouse-client", "clickhouse", "cockroach", "snowsql", "bq", "cqlsh":
-		return (*analyzer).sqlClient
-	case "redis-cli", "mongo", "dropdb", "mysqladmin", "dropuser":
-		return (*analyzer).database
-	case "rails", "rake", "mix", "prisma", "django-admin", "manage.py", "artisan":
-		return (*analyzer).dbTask
-
-	// system
-	case "kill", "pkill", "killall", "killall5", "skill":
-		return (*analyzer).kill
-	case "shutdown", "reboot", "poweroff", "halt", "init", "telinit", "systemctl", "service", "loginctl", "launchctl", "update-rc.d", "chkconfig", "rc-update", "rc-service":
-		return (*analyzer).system
-	case "crontab":
-		return (*analyzer).crontab
-	case "iptables", "ufw", "nft", "firewall-cmd", "setenforce", "aa-teardown", "aa-disable", "aa-complain", "auditctl", "pfctl", "csrutil", "spctl":
-		return (*analyzer).firewall
-	case "sysctl", "insmod", "rmmod", "modprobe", "kextload", "kextunload":
-		return (*analyzer).kernel
-	case "setcap":
-		return (*analyzer).setcap
-	case "gpg", "gpg2", "security":
-		return (*analyzer).secretStore
-	case "passwd", "chpasswd", "chsh", "chfn", "useradd", "usermod", "userdel", "adduser", "deluser", "groupadd", "groupdel", "groupmod", "gpasswd", "visudo", "vipw", "vigr", "newusers", "dscl":
-		return (*analyzer).users
-	case "mount", "umount", "pivot_root", "losetup", "swapoff":
-		return (*analyzer).mount
-	case "journalctl":
-		return (*analyzer).journalctl
-	case "ip", "ifconfig", "nmcli", "ifdown", "networksetup":
-		return (*analyzer).network
-	case "docker", "kubectl", "oc", "helm", "terraform", "pulumi", "aws", "gcloud", "az", "doctl", "eksctl", "heroku", "fly", "flyctl", "vercel", "linode-cli", "hcloud", "s3cmd", "mc":
-		return (*analyzer).cloud
-	case "nsenter", "unshare", "chroot", "systemd-nspawn":
-		return (*analyzer).namespace
-	case "hermes-sandbox":
-		return (*analyzer).self
-	case "go", "rg", "fd", "fdfind", "sort", "man", "zip", "gdb", "npx", "npm", "pnpm":
-		return (*analyzer).toolExec
+	if h := handlers[name]; h != nil {
+		return h
 	}
 	if wrapSpecFor(name) != nil {
 		return (*analyzer).wrapper

@@ -24,14 +24,18 @@ const homeMark = "/home/\x01"
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // taint records where data came from.
-type taint uint8
+type taint uint16
 
 const (
-	tRemote   taint = 1 << iota // fetched from the network
-	tSecret                     // credentials, environment or history
-	tDecoded                    // produced by a decoder or escape processing
-	tInit                       // printed by a shell environment setup tool (eval "$(pyenv init -)")
-	tCritical                   // process ids of critical processes (pgrep sshd)
+	tRemote     taint = 1 << iota // fetched from the network
+	tSecret                       // credentials, environment or history
+	tDecoded                      // produced by a decoder or escape processing
+	tInit                         // printed by a shell environment setup tool (eval "$(pyenv init -)")
+	tCritical                     // process ids of critical processes (pgrep sshd)
+	tDevice                       // block device names printed by findmnt, df, lsblk, blkid
+	tSupervisor                   // the parent's or a supervising agent's process id
+	tPidList                      // process ids from a listing of all processes
+	tInfinite                     // an endless stream (yes, /dev/zero, /dev/urandom)
 )
 
 // field is one resolved argument.

@@ -37,6 +37,9 @@ func (a *analyzer) checkEnv(name string, val field, hasVal bool) {
 		a.add(ruleGateEnv)
 		return
 	}
+	if hasVal && agentBypassEnv(name, val.s) {
+		a.add(ruleAgentBypass)
+	}
 	switch name {
 	case "HISTFILE":
 		if hasVal && (val.s == "" || val.s == "/dev/null") {
@@ -187,6 +190,8 @@ func (a *analyzer) self(c *call) {
 			}
 		case strings.HasPrefix(s, "--approval") || strings.HasPrefix(s, "--yolo") || strings.HasPrefix(s, "--dangerously"):
 			a.add(ruleGateConfigChange)
+		case s == "--sandbox":
+			i++ // its value is not the subcommand
 		case strings.HasPrefix(s, "-"):
 		default:
 			goto sub
@@ -207,6 +212,11 @@ sub:
 			return
 		}
 		verb := rest[0].s
+		if verb == "import-hermes" {
+			// Brings approvals.* and the rest over from a Hermes directory.
+			a.add(ruleGateConfigChange)
+			return
+		}
 		keys := nonOptions(rest[1:], "")
 		switch verb {
 		case "set", "unset", "reset", "edit", "import", "replace", "apply", "delete", "rm", "add", "init":
@@ -230,10 +240,16 @@ sub:
 				strings.HasPrefix(key, "approvals.") || strings.HasPrefix(key, "tools.") ||
 				strings.HasPrefix(key, "loop.") || strings.HasPrefix(key, "audit."):
 				a.add(ruleGateConfigChange)
-			case key == "sandbox" || key == "terminal.backend" || key == "docker.privileged" || key == "docker.network_enabled" ||
+			case key == "sandbox" || key == "terminal.backend" || key == "terminal_backend" || key == "terminal_env" || key == "docker.privileged" || key == "docker.network_enabled" ||
 				key == "docker.read_only_rootfs" || key == "docker.security_opt" || key == "docker.user" || key == "docker" || key == "terminal":
 				a.add(ruleGateConfigOther)
 			}
+		}
+	case "audit":
+		// A new sealed log (its key printed to whoever ran it) would replace the
+		// operator's: only a person starts or rotates the audit log.
+		if len(rest) > 0 && rest[0].s == "init" {
+			a.add(ruleGateConfigChange)
 		}
 	case "allow", "approve", "allowlist", "approvals", "trust":
 		if len(rest) > 0 {

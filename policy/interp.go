@@ -99,7 +99,7 @@ func parseInterpArgs(name string, args []field) interpArgs {
 			case "-d", "-c", "-z":
 				i++
 			}
-		case "lua", "Rscript", "osascript", "expect":
+		case "lua", "Rscript", "osascript", "expect", "julia":
 			switch s {
 			case "-e", "-c":
 				codeNext("")

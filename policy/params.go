@@ -230,6 +230,11 @@ func (a *analyzer) lookup(name string) (value, bool) {
 		return value{f: lit(defaultPath)}, true
 	case "SHELL", "BASH":
 		return value{f: lit("/bin/bash")}, true
+	case "PPID":
+		return value{f: field{s: unkS, dyn: true, t: tSupervisor}}, true
+	}
+	if isSecretName(name) {
+		return value{f: field{s: unkS, dyn: true, t: tSecret}}, false
 	}
 	return value{f: field{s: unkS, dyn: true}}, false
 }

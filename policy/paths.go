@@ -208,6 +208,8 @@ var credHomeFiles = map[string]bool{
 	".ssh": true, ".aws": true, ".gnupg": true, ".config/gcloud": true, ".azure": true,
 	".password-store": true, ".local/share/keyrings": true, ".config/hermes-sandbox/secrets.yaml": true,
 	".config/hermes-sandbox/secrets.yml": true, ".kube": true, ".oci/config": true, ".config/doctl/config.yaml": true,
+	".codex/auth.json": true, ".claude/.credentials.json": true, ".hermes/.env": true, ".gemini/oauth_creds.json": true,
+	".config/github-copilot/hosts.json": true, ".config/github-copilot/apps.json": true, ".local/share/opencode/auth.json": true,
 }
 
 var credHomeDirs = [...]string{".gnupg/", ".config/gcloud/", ".azure/", ".password-store/", ".local/share/keyrings/", ".aws/sso/", ".aws/cli/cache/"}

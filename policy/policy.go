@@ -1,16 +1,3 @@
-// Package policy classifies shell commands before they run in a sandbox.
-//
-// Every command is parsed with a real shell parser (mvdan.cc/sh/v3/syntax,
-// bash dialect) and its syntax tree is walked: pipelines, lists, subshells,
-// functions, command and process substitutions, nested "bash -c" strings,
-// eval, xargs, find -exec, privilege and process wrappers, interpreter
-// one-liners and decode-then-execute chains. Quoting, $IFS, ANSI-C strings,
-// simple variables and aliases defined earlier on the same line are resolved
-// statically, so they cannot hide the payload.
-//
-// The result is one of three verdicts: [VerdictHardline] (never runs),
-// [VerdictDangerous] (needs approval; each finding carries a stable
-// description an allowlist can name) and [VerdictSafe].
 package policy
 
 import (
@@ -168,6 +155,7 @@ func (c *Classifier) Classify(command string) (res Analysis) {
 		a.add(ruleTooComplex)
 		return
 	}
+	a.checkHidden(command)
 	a.runScript(command, desc{}, nil, false)
 	a.finish()
 	return

@@ -192,9 +192,15 @@ func TestClassifyHugeInput(t *testing.T) {
 	if got := Classify(nested); got.Verdict == VerdictSafe {
 		t.Errorf("Classify(12 nested bash -c) = safe; want not safe")
 	}
+	// Past maxCommandLen the command is not parsed at all: it needs approval, and says why.
 	big := strings.Repeat("echo hi; ", 200_000)
-	if got := Classify(big); !got.Verdict.Valid() {
-		t.Errorf("Classify(big) verdict %q invalid", got.Verdict)
+	if got := Classify(big); got.Verdict != VerdictDangerous || !hasRule(got, "too-complex") {
+		t.Errorf("Classify(%d bytes) = %s %v; want dangerous with too-complex", len(big), got.Verdict, got.Findings)
+	}
+	// Under the limit but past the analysis budget: the same.
+	budget := strings.Repeat("echo hi; ", maxSteps)
+	if got := Classify(budget); got.Verdict != VerdictDangerous || !hasRule(got, "too-complex") {
+		t.Errorf("Classify(%d statements) = %s %v; want dangerous with too-complex", maxSteps, got.Verdict, got.Findings)
 	}
 }
 
@@ -203,4 +209,13 @@ func TestZeroClassifier(t *testing.T) {
 	if got := c.Classify("rm -rf /").Verdict; got != VerdictHardline {
 		t.Errorf("zero Classifier.Classify(rm -rf /) = %s; want hardline", got)
 	}
+}
+
+func hasRule(a Analysis, rule string) bool {
+	for _, f := range a.Findings {
+		if f.Rule == rule {
+			return true
+		}
+	}
+	return false
 }

@@ -100,6 +100,13 @@ func destructiveSQL(text string) bool {
 		return false
 	}
 	text = stripSQLComments(strings.ToUpper(text))
+	if strings.Contains(text, "EXECUTE") || strings.Contains(text, "PREPARE") || strings.Contains(text, "EXEC(") ||
+		strings.Contains(text, "SP_EXECUTESQL") || strings.Contains(text, "DO $$") {
+		// Dynamic SQL: the statement is built from string literals.
+		if inner := sqlLiterals(text); inner != "" && inner != text && destructiveSQL(inner) {
+			return true
+		}
+	}
 	for _, stmt := range strings.Split(text, ";") {
 		w := strings.Fields(stmt)
 		if len(w) == 0 {
@@ -115,6 +122,17 @@ func destructiveSQL(text string) bool {
 			}
 		case "TRUNCATE":
 			return true
+		case "PREPARE", "EXPLAIN":
+			// PREPARE name AS statement: judge the statement.
+			for k, x := range w {
+				if x == "AS" && k+1 < len(w) && destructiveSQL(strings.Join(w[k+1:], " ")) {
+					return true
+				}
+			}
+		case "ALTER":
+			if containsWord(w, "DROP") {
+				return true
+			}
 		case "DELETE":
 			if !containsWord(w, "WHERE") {
 				return true
@@ -256,4 +274,25 @@ func frameworkDBDestroy(tool string, args []field) bool {
 		return len(words) > 1 && (words[0] == "migrate" && words[1] == "reset" || words[0] == "db" && words[1] == "push" && force)
 	}
 	return false
+}
+
+// sqlLiterals joins the single-quoted string literals of an SQL text, which
+// dynamic SQL (PREPARE s FROM '...', EXECUTE 'DROP TABLE ' || t) runs.
+func sqlLiterals(s string) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\'' {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && !(s[j] == '\'' && (j+1 >= len(s) || s[j+1] != '\'')) {
+			if s[j] == '\'' {
+				j++
+			}
+			j++
+		}
+		sb.WriteString(strings.ReplaceAll(s[i+1:min(j, len(s))], "''", "'"))
+		i = j
+	}
+	return sb.String()
 }

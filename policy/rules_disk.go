@@ -6,13 +6,18 @@ import (
 )
 
 func (a *analyzer) mkfs(c *call) {
-	for _, f := range nonOptions(c.args, "tLbBcCEgGIjJlmNoOrTUvF") {
+	for _, f := range mkfsSpec(cmdBase(c.argv0.s)).parse(c.args).pos {
 		a.diskTarget(f, ruleMkfsDevice)
 	}
 }
 
 // diskTarget judges a destructive disk operation on f.
 func (a *analyzer) diskTarget(f field, hard ruleID) {
+	if f.t&tDevice != 0 {
+		// A device computed at run time (findmnt, df, lsblk): treat it as the disk it names.
+		a.add(hard)
+		return
+	}
 	if !strings.HasPrefix(f.s, "/dev/") {
 		return
 	}
@@ -66,7 +71,12 @@ func (a *analyzer) disk(c *call) {
 		}
 	case "fdisk", "sfdisk", "cfdisk", "parted":
 		switch {
-		case has("-l", "--list", "print", "-s", "--show-size", "-d", "--dump", "-J", "--json", "--help"):
+		case c.name == "parted" && has("mklabel", "mktable"):
+			rule = ruleDiskWipe
+		case c.name == "fdisk" && c.in.known && (strings.Contains("\n"+c.in.text, "\nw") || strings.Contains(c.in.text, "w\n")):
+			// A scripted fdisk session that writes a new table.
+			rule = ruleDiskWipe
+		case has("-l", "--list", "print", "-d", "--dump", "-J", "--json", "--help") || c.name != "parted" && has("-s", "--show-size"):
 			return
 		case has("mklabel", "mktable", "--delete", "--wipe", "-w"):
 			rule = ruleDiskWipe

@@ -85,7 +85,7 @@ func (a *analyzer) deleteTarget(f field, o delOpts) {
 		}
 	}
 	if !a.inside(t) {
-		if o.recursive || o.force {
+		if (o.recursive || o.force) && !a.regenerable(t) {
 			a.add(o.outside)
 		} else if a.isSystemWrite(p) {
 			a.add(ruleDeleteSystemFile)
@@ -318,13 +318,13 @@ func (a *analyzer) rsync(c *call) {
 		switch {
 		case strings.HasPrefix(s, "--del") || s == "--remove-source-files":
 			del = true
-		case s == "-e" || s == "--rsh":
+		case s == "-e" || s == "--rsh" || s == "--rsync-path":
 			if i+1 < len(c.args) {
-				a.shellCode(c.args[i+1], desc{}, nil, false)
+				a.programOption(c.args[i+1])
 				i++
 			}
-		case strings.HasPrefix(s, "--rsh="):
-			a.shellCode(field{s: s[len("--rsh="):]}, desc{}, nil, false)
+		case strings.HasPrefix(s, "--rsh=") || strings.HasPrefix(s, "--rsync-path="):
+			a.programOption(field{s: s[strings.IndexByte(s, '=')+1:], dyn: c.args[i].dyn})
 		case s == "-f" || s == "--filter" || s == "--exclude" || s == "--include" || s == "--port" || s == "--chmod" || s == "-T" || s == "--temp-dir":
 			i++
 		case strings.HasPrefix(s, "-"):

@@ -3,13 +3,22 @@ package policy
 import "strings"
 
 func (a *analyzer) git(c *call) {
-	args := c.args
+	args := optSpecs["git"].canon(c.args)
 	i := 0
 	for ; i < len(args); i++ {
 		s := args[i].s
 		switch {
-		case s == "-C" || s == "--git-dir" || s == "--work-tree" || s == "--namespace" || s == "--config-env" || s == "--exec-path":
+		case s == "-C" || s == "--git-dir" || s == "--work-tree" || s == "--namespace" || s == "--exec-path":
 			i++
+		case s == "--config-env" || strings.HasPrefix(s, "--config-env="):
+			// The value comes from the environment: unknown.
+			v := strings.TrimPrefix(s, "--config-env=")
+			if s == "--config-env" && i+1 < len(args) {
+				i++
+				v = args[i].s
+			}
+			k, _, _ := strings.Cut(v, "=")
+			a.gitConfigValue(k, field{s: unkS, dyn: true}, false)
 		case s == "-c":
 			if i+1 < len(args) {
 				k, v, _ := strings.Cut(args[i+1].s, "=")
@@ -25,16 +34,10 @@ func (a *analyzer) git(c *call) {
 }
 
 func (a *analyzer) gitSub(sub string, rest []field, c *call) {
-	has := func(opts ...string) bool {
-		for _, f := range rest {
-			for _, o := range opts {
-				if f.s == o || strings.HasSuffix(o, "=") && strings.HasPrefix(f.s, o) {
-					return true
-				}
-			}
-		}
-		return false
+	if sp := optSpecs["git "+sub]; sp != nil {
+		rest = sp.canon(rest)
 	}
+	has := func(opts ...string) bool { return hasOpt(rest, opts...) }
 	shortHas := func(ch byte) bool {
 		for _, f := range rest {
 			if s := f.s; len(s) > 1 && s[0] == '-' && s[1] != '-' && strings.IndexByte(s[1:], ch) >= 0 {
@@ -200,24 +203,31 @@ func (a *analyzer) gitConfigValue(key string, v field, persist bool) {
 	k := strings.ToLower(key)
 	switch {
 	case k == "core.hookspath":
-		if persist {
+		// Hooks kept in the repository (.githooks) are the project's own.
+		if v.dyn || strings.HasPrefix(v.s, "/") || strings.HasPrefix(v.s, "~") || strings.HasPrefix(v.s, "..") {
 			a.add(ruleGitHooks)
 		}
+	case strings.HasPrefix(k, "url.") && (strings.HasSuffix(k, ".insteadof") || strings.HasSuffix(k, ".pushinsteadof")):
+		a.add(ruleRegistryRedirect)
+	case strings.HasPrefix(k, "protocol.") && strings.HasSuffix(k, ".allow") && v.s == "always":
+		a.add(ruleProgramOption)
 	case k == "core.fsmonitor":
 		if persist && v.s != "false" && v.s != "true" && v.s != "" {
 			a.add(ruleGitHooks)
 		}
-		a.shellCode(v, desc{}, nil, false)
+		a.programOption(v)
 	case strings.HasPrefix(k, "alias."):
 		if strings.HasPrefix(v.s, "!") {
 			v.s = v.s[1:]
 			a.shellCode(v, desc{}, nil, false)
 		}
 	case k == "core.sshcommand" || k == "core.pager" || k == "core.editor" || k == "sequence.editor" ||
-		k == "diff.external" || k == "core.askpass" || k == "pager.log" || k == "pager.diff":
-		a.shellCode(v, desc{}, nil, false)
+		k == "diff.external" || k == "core.askpass" || strings.HasPrefix(k, "pager.") || strings.HasPrefix(k, "interactive.difffilter") ||
+		strings.HasPrefix(k, "diff.") && strings.HasSuffix(k, ".textconv") || strings.HasPrefix(k, "filter.") || strings.HasPrefix(k, "merge.") && strings.HasSuffix(k, ".driver"):
+		a.programOption(v)
 	case strings.HasPrefix(k, "credential.") && strings.HasPrefix(v.s, "!"):
 		v.s = v.s[1:]
 		a.shellCode(v, desc{}, nil, false)
+		a.add(ruleProgramOption)
 	}
 }

@@ -74,9 +74,6 @@ func (a *analyzer) httpClient(c *call) {
 	for i := 0; i < len(args); i++ {
 		f := args[i]
 		s := f.s
-		if f.t&tSecret != 0 {
-			a.add(ruleExfil)
-		}
 		if s == "" {
 			continue
 		}
@@ -113,9 +110,6 @@ func (a *analyzer) httpClient(c *call) {
 			} else if !hasVal && strings.Contains(curlLongValued, " "+name+" ") && c.name == "curl" && i+1 < len(args) {
 				i++
 				val, hasVal = args[i].s, true
-				if args[i].t&tSecret != 0 {
-					a.add(ruleExfil)
-				}
 			}
 		case len(s) > 1 && s[0] == '-':
 			cl := s[1:]
@@ -144,9 +138,6 @@ func (a *analyzer) httpClient(c *call) {
 			if v == "" && i+1 < len(args) {
 				i++
 				v = args[i].s
-				if args[i].t&tSecret != 0 {
-					a.add(ruleExfil)
-				}
 			}
 			switch opt {
 			case 'o':
@@ -397,7 +388,9 @@ func (a *analyzer) ssh(c *call) {
 				k, v, _ = strings.Cut(val, " ")
 			}
 			switch strings.ToLower(k) {
-			case "proxycommand", "localcommand", "remotecommand", "knownhostscommand":
+			case "proxycommand", "localcommand", "knownhostscommand":
+				a.programOption(field{s: v})
+			case "remotecommand":
 				a.shellCode(field{s: v}, desc{}, nil, false)
 			}
 		}

@@ -47,6 +47,9 @@ func (a *analyzer) writeTarget(f field, how writeKind, content desc) {
 		}
 		return
 	}
+	if isAgentSettings(p) {
+		a.add(ruleAgentSettings)
+	}
 	switch {
 	case p == "/proc/sysrq-trigger":
 		a.add(ruleSysrq)
@@ -275,6 +278,8 @@ func (a *analyzer) editFiles(args []field) {
 }
 
 func (a *analyzer) dd(c *call) {
+	var in, out field
+	count := false
 	for _, f := range c.args {
 		k, v, ok := strings.Cut(f.s, "=")
 		if !ok {
@@ -284,12 +289,27 @@ func (a *analyzer) dd(c *call) {
 		g.s = v
 		switch k {
 		case "of":
+			out = g
 			a.writeTarget(g, wRaw, desc{})
 		case "if":
+			in = g
 			if !g.dyn && a.isCredential(a.target(g)) {
 				a.add(ruleReadCreds)
 			}
+		case "count":
+			count = true
 		}
+	}
+	// A device computed at run time, an endless source with no count (fills
+	// the disk), or zeros over a document outside the working tree.
+	switch {
+	case out.t&tDevice != 0:
+		a.add(ruleDiskOverwrite)
+	case out.s == "" || strings.HasPrefix(out.s, "/dev/") || !isEndless(in.s):
+	case !count:
+		a.add(ruleFillDisk)
+	case a.outsideHome(a.target(field{s: a.expandHome(out.s), dyn: out.dyn})):
+		a.add(ruleTruncate)
 	}
 }
 
@@ -315,10 +335,10 @@ func (a *analyzer) archive(c *call) {
 			strings.HasPrefix(s, "--use-compress-program="), strings.HasPrefix(s, "--info-script="), strings.HasPrefix(s, "--new-volume-script="):
 			v := s[strings.IndexByte(s, '=')+1:]
 			v = strings.TrimPrefix(v, "exec=")
-			a.shellCode(field{s: v, dyn: args[i].dyn, t: args[i].t}, desc{}, nil, false)
+			a.programOption(field{s: v, dyn: args[i].dyn, t: args[i].t})
 		case s == "-I" || s == "--use-compress-program" || s == "--to-command":
 			if i+1 < len(args) {
-				a.shellCode(args[i+1], desc{}, nil, false)
+				a.programOption(args[i+1])
 				i++
 			}
 		case s == "--extract" || s == "--get" || c.name == "unzip" || c.name == "7z" && s == "x":

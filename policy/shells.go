@@ -83,6 +83,14 @@ func (a *analyzer) shellCode(f field, in desc, pos []field, posSet bool) {
 
 // shellStdin classifies what a shell reads as commands from stdin.
 func (a *analyzer) shellStdin(in desc) {
+	if in.t&tInfinite != 0 {
+		// yes 'cmd &' | sh runs the line forever.
+		if strings.Contains(in.text, "&") {
+			a.add(ruleForkBomb)
+		} else {
+			a.add(ruleFillDisk)
+		}
+	}
 	if in.t&tRemote != 0 {
 		a.add(rulePipeShell)
 	}

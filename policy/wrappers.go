@@ -537,10 +537,10 @@ func (a *analyzer) xargs(c *call) {
 		}
 	case c.in.hint != "":
 		items = []field{{s: c.in.hint, t: c.in.t}}
-	case c.in.t != 0:
-		// Unknown data from the network, a decoder or a secret: the
-		// command's arguments carry its taint.
-		items = []field{{s: unkS, dyn: true, t: c.in.t}}
+	default:
+		// Unknown data (a file, a listing, the network, a decoder or a
+		// secret): the command's arguments are unresolved and carry its taint.
+		items = []field{{s: unkS, dyn: true, subst: true, t: c.in.t}}
 	}
 	a.forking++
 	a.bulk++

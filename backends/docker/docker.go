@@ -224,7 +224,27 @@ func (b *Backend) touchRecord(session string) {
 	}
 }
 
-func (b *Backend) dropRecord(session string) { os.Remove(b.recordPath(session)) }
+func (b *Backend) dropRecord(session string) {
+	os.Remove(b.recordPath(session))
+	os.Remove(b.cwdPath(session))
+}
+
+// cwdPath is where a session's last working directory is kept, beside the records.
+func (b *Backend) cwdPath(session string) string {
+	return filepath.Join(filepath.Dir(b.recordDir), "cwd", session)
+}
+
+// writeCwd and readCwd keep a session's last working directory beside its record.
+func (b *Backend) writeCwd(session, cwd string) {
+	if err := os.MkdirAll(filepath.Dir(b.cwdPath(session)), 0o700); err == nil {
+		_ = os.WriteFile(b.cwdPath(session), []byte(cwd), 0o600)
+	}
+}
+
+func (b *Backend) readCwd(session string) string {
+	data, _ := os.ReadFile(b.cwdPath(session))
+	return string(data)
+}
 
 var (
 	_ sandbox.Backend        = (*Backend)(nil)

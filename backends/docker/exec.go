@@ -32,6 +32,7 @@ type session struct {
 	containerID string // the container this process last used for the session
 	oomCount    int64  // the cgroup's OOM kill count when last looked at
 	lastTouch   time.Time
+	lastCwd     string // the working directory last written to the session's record
 }
 
 // start is the channel's Starter: it makes sure the session's container runs and attaches
@@ -102,7 +103,22 @@ func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	if err != nil && errors.Is(err, agent.ErrConnLost) {
 		err = s.explainLost(ctx, err)
 	}
+	if res != nil && res.Cwd != "" {
+		s.noteCwd(res.Cwd)
+	}
 	return res, err
+}
+
+// noteCwd keeps the session's working directory beside its record on the host, so
+// `sessions list` shows it without entering the container. It writes only on a change.
+func (s *session) noteCwd(cwd string) {
+	s.mu.Lock()
+	changed := cwd != s.lastCwd
+	s.lastCwd = cwd
+	s.mu.Unlock()
+	if changed {
+		s.b.writeCwd(s.name, cwd)
+	}
 }
 
 // touch records the session's last use (at most once a second); `gc` reads it.

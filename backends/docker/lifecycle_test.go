@@ -193,12 +193,13 @@ func TestGC(t *testing.T) {
 func TestSessionsAndRemove(t *testing.T) {
 	b := newBackend(t, nil)
 	s := open(t, b, "listed")
-	run(t, s, "true")
+	run(t, s, "cd /tmp")
 	list, err := b.Sessions(ctxT(t, 10*time.Second))
 	if err != nil || len(list) != 1 {
 		t.Fatalf("Sessions() = %+v, %v", list, err)
 	}
-	if info := list[0]; info.Name != "listed" || info.State != "running" || info.Created.IsZero() || info.Used.Before(info.Created) {
+	if info := list[0]; info.Name != "listed" || info.State != "running" || info.Created.IsZero() || info.Used.Before(info.Created) ||
+		info.Cwd != "/tmp" {
 		t.Errorf("Sessions()[0] = %+v", info)
 	}
 	if err := b.Remove(ctxT(t, 30*time.Second), "listed"); err != nil {

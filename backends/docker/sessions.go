@@ -57,7 +57,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: shortID(c.ID), State: c.State,
-			Created: createdAt(c)}
+			Created: createdAt(c), Cwd: b.readCwd(name)}
 		info.Used = info.Created
 		if _, used, ok := b.readRecord(name); ok && used.After(info.Used) {
 			info.Used = used

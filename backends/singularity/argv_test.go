@@ -12,61 +12,69 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-func TestStartArgs(t *testing.T) {
-	iso := []string{"instance", "start", "--containall", "--no-home", "--no-privs", "--net", "--network", "none"}
-	tests := []struct {
-		name string
-		spec startSpec
-		want []string
-	}{
-		{"readonly, no binds", startSpec{Image: "/img/a.sif", Instance: "hermes-x-s1", Helper: "/bin/agent", Workspace: "/st/ws", Limits: true},
-			slices.Concat(iso, []string{"--writable-tmpfs", "-B", "/bin/agent:/.hermes/sandbox-agent:ro", "-B", "/st/ws:/workspace",
-				"--pids-limit", "1024", "/img/a.sif", "hermes-x-s1"})},
-		{"writable overlay", startSpec{Image: "/img/a.sif", Instance: "hermes-x-s1", Helper: "/bin/agent", Workspace: "/st/ws", Overlay: "/st/ov", Limits: true},
-			slices.Concat(iso, []string{"--overlay", "/st/ov", "-B", "/bin/agent:/.hermes/sandbox-agent:ro", "-B", "/st/ws:/workspace",
-				"--pids-limit", "1024", "/img/a.sif", "hermes-x-s1"})},
-		{"binds, no limits", startSpec{Image: "/c/x.sif", Instance: "hermes-x-s2", Helper: "/h", Workspace: "/w",
-			Binds: []string{"/data:/data:ro", "/scratch", "/a b:/mnt/ab:rw"}},
-			slices.Concat(iso, []string{"--writable-tmpfs", "-B", "/h:/.hermes/sandbox-agent:ro", "-B", "/w:/workspace",
-				"-B", "/data:/data:ro", "-B", "/scratch", "-B", "/a b:/mnt/ab:rw", "/c/x.sif", "hermes-x-s2"})},
-	}
-	for _, tt := range tests {
-		if got := startArgs(tt.spec); !slices.Equal(got, tt.want) {
-			t.Errorf("%s: startArgs(%+v) =\n  %q\nwant\n  %q", tt.name, tt.spec, got, tt.want)
+// TestHardeningReachesTheRuntime starts a session through the fake runtime, which refuses
+// any flag it does not know (as apptainer does), and checks that every isolation flag reached
+// `instance start`, that the helper runs with a clean environment, and that the instance's
+// network namespace has only loopback.
+func TestHardeningReachesTheRuntime(t *testing.T) {
+	for _, readonly := range []bool{true, false} {
+		setup := newFakeSetup(t)
+		setup.tweak = func(c *config.Config) {
+			c.Singularity.Readonly = readonly
+			c.Singularity.Binds = []string{"/etc:/hostetc:ro"}
+		}
+		b := setup.backend(t)
+		helperPath, _, err := helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := open(t, b, "hard")
+		if res := mustExec(t, s, `tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`); res.Stdout != "lo\n" {
+			t.Errorf("readonly=%v: network interfaces = %q; want only lo", readonly, res.Stdout)
+		}
+		var start, execLine string
+		for _, c := range setup.fake.calls(t) {
+			switch {
+			case strings.HasPrefix(c, "instance start "):
+				start = c + " "
+			case strings.HasPrefix(c, "exec "):
+				execLine = c + " "
+			}
+		}
+		want := []string{" --containall ", " --no-home ", " --no-privs ", " --net ", " --network none ",
+			" --pids-limit 1024 ", " -B " + helperPath + ":/.hermes/sandbox-agent:ro ", " -B /etc:/hostetc:ro "}
+		if readonly {
+			want = append(want, " --writable-tmpfs ")
+		} else {
+			want = append(want, " --overlay "+filepath.Join(b.sessionDir("hard"), "overlay")+" ")
+		}
+		for _, w := range want {
+			if !strings.Contains(start, w) {
+				t.Errorf("readonly=%v: `instance start` lacks %q: %q", readonly, strings.TrimSpace(w), start)
+			}
+		}
+		if !strings.HasPrefix(execLine, "exec --cleanenv ") {
+			t.Errorf("helper exec = %q; want --cleanenv first", execLine)
 		}
 	}
 }
 
-func TestExecArgs(t *testing.T) {
-	tests := []struct {
-		spec execSpec
-		want []string
-	}{
-		{execSpec{Instance: "hermes-x-s", Cwd: "/workspace"},
-			[]string{"exec", "--cleanenv", "instance://hermes-x-s", "/.hermes/sandbox-agent", "serve", "--state", "/tmp/.hermes/state", "--cwd", "/workspace", "--shell", "auto"}},
-		{execSpec{Instance: "hermes-x-s", EnvFile: "/st/env", Pre: []string{"__agent"}, Cwd: "/data", Shell: "bash"},
-			[]string{"exec", "--cleanenv", "--env-file", "/st/env", "instance://hermes-x-s", "/.hermes/sandbox-agent", "__agent", "serve", "--state", "/tmp/.hermes/state", "--cwd", "/data", "--shell", "bash"}},
-	}
-	for _, tt := range tests {
-		if got := execArgs(tt.spec); !slices.Equal(got, tt.want) {
-			t.Errorf("execArgs(%+v) = %q; want %q", tt.spec, got, tt.want)
-		}
-	}
-}
-
-func TestStopListBuildArgs(t *testing.T) {
-	tests := []struct {
-		got, want []string
-	}{
-		{stopArgs("hermes-x-s", false), []string{"instance", "stop", "-t", "10", "hermes-x-s"}},
-		{stopArgs("hermes-x-s", true), []string{"instance", "stop", "-F", "hermes-x-s"}},
-		{listArgs(), []string{"instance", "list", "--json"}},
-		{buildArgs("/c/i.sif", "docker://python:3.12-slim"), []string{"build", "/c/i.sif", "docker://python:3.12-slim"}},
-		{versionArgs(), []string{"version"}},
-	}
-	for _, tt := range tests {
-		if !slices.Equal(tt.got, tt.want) {
-			t.Errorf("args = %q; want %q", tt.got, tt.want)
+// TestFakeRefusesUnknownFlags: the fake runtime is strict, so a misspelt or new flag in the
+// backend's command lines fails the tests instead of passing unnoticed.
+func TestFakeRefusesUnknownFlags(t *testing.T) {
+	f := newFake(t, "apptainer")
+	img := testImage(t)
+	for _, args := range [][]string{
+		{"instance", "start", "--containall", "--no-privz", img, "x"},
+		{"instance", "start", "--network=none", img, "y"},
+		{"instance", "stop", "--force", "x"},
+		{"exec", "--cleanenv", "--contain", "instance://x", "true"},
+	} {
+		out, err := exec.Command(f.exe, args...).CombinedOutput()
+		if err == nil {
+			t.Errorf("fake %q succeeded; want a refusal", args)
+		} else if !strings.Contains(string(out), "unknown flag") && !strings.Contains(string(out), "unexpected exec argument") {
+			t.Errorf("fake %q = %v %q; want it to name the unknown flag", args, err, out)
 		}
 	}
 }

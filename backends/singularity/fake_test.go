@@ -25,6 +25,9 @@ import (
 // processes) and execs the command in the instance directory, so the helper's stdin and
 // stdout pass straight through.
 // `instance stop` kills every process so marked, as the end of a PID namespace would.
+// Like the real runtime, `instance start` and `exec` refuse a flag they do not know; the
+// instance's flags are kept, and `--network none` gives its processes a network namespace of
+// their own with only loopback.
 // FAKE_NO_PIDS_LIMIT=1 makes `instance start` refuse --pids-limit, as a host without
 // delegated cgroups does. Every call is appended to calls.log.
 const fakeScript = `#!/bin/sh
@@ -62,17 +65,17 @@ build)
 instance)
 	case "$2" in
 	start)
-		shift 2; binds=""
+		shift 2; binds=""; flags=""
 		while [ $# -gt 2 ]; do
 			case "$1" in
 			-B|--bind) binds="$binds$2
 "; shift 2;;
 			--pids-limit)
 				[ -n "$FAKE_NO_PIDS_LIMIT" ] && { echo "FATAL: cgroups not delegated" >&2; exit 255; }
-				shift 2;;
-			--network|--overlay) shift 2;;
-			-*) shift;;
-			*) echo "fake: unexpected argument $1" >&2; exit 2;;
+				flags="$flags $1 $2"; shift 2;;
+			--network|--overlay) flags="$flags $1 $2"; shift 2;;
+			--containall|--no-home|--no-privs|--net|--writable-tmpfs) flags="$flags $1"; shift;;
+			*) echo "Error: unknown flag: $1" >&2; exit 2;;
 			esac
 		done
 		img=$1; name=$2; d="$R/instances/$name"
@@ -81,6 +84,7 @@ instance)
 		mkdir -p "$d/tmp"
 		printf '%s%s:/tmp\n' "$binds" "$d/tmp" > "$d/binds"
 		printf '%s' "$img" > "$d/img"
+		printf '%s \n' "$flags" > "$d/flags"
 		;;
 	list)
 		printf '{"instances":['
@@ -94,7 +98,7 @@ instance)
 		;;
 	stop)
 		shift 2
-		while [ $# -gt 1 ]; do case "$1" in -t) shift 2;; *) shift;; esac; done
+		while [ $# -gt 1 ]; do case "$1" in -t) shift 2;; -F) shift;; *) echo "Error: unknown flag: $1" >&2; exit 2;; esac; done
 		d="$R/instances/$1"
 		[ -d "$d" ] || { echo "FATAL: no instance found" >&2; exit 255; }
 		kill_instance "$1"
@@ -117,7 +121,9 @@ exec)
 	[ -d "$d" ] || { echo "FATAL: instance $name does not exist" >&2; exit 255; }
 	n=$#
 	while [ $n -gt 0 ]; do a=$(map_path "$1"); shift; set -- "$@" "$a"; n=$((n-1)); done
-	exec unshare -rm "$0" __inner "$d" "$name" "$envfile" "$@"
+	ns=-rm
+	case "$(cat "$d/flags")" in *" --network none "*) ns=-rmn;; esac
+	exec unshare $ns "$0" __inner "$d" "$name" "$envfile" "$@"
 	;;
 __inner)
 	# In a new mount namespace: the instance's private /tmp also at /mnt (the suite's
@@ -221,9 +227,9 @@ func (s *fakeSetup) backend(t testing.TB) *Backend {
 func needNamespaces(t testing.TB) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("unshare", "-rm", "sh", "-c", `mount --bind "$1" /mnt`, "probe", dir)
+	cmd := exec.Command("unshare", "-rmn", "sh", "-c", `mount --bind "$1" /mnt`, "probe", dir)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		testenv.Missing(t, "userns", fmt.Sprintf("the fake runtime needs unprivileged user and mount namespaces for a private /tmp: unshare -rm: %v: %s", err, bytes.TrimSpace(out)))
+		testenv.Missing(t, "userns", fmt.Sprintf("the fake runtime needs unprivileged user, mount and network namespaces for a private /tmp and no network: unshare -rmn: %v: %s", err, bytes.TrimSpace(out)))
 	}
 }

@@ -96,7 +96,7 @@ func resolveSettings(sc config.SSHConfig, fo sandbox.FactoryOptions, o Options) 
 	keySet := fo.IsExplicit("ssh.key") || sc.Key != config.NewConfig().SSH.Key
 
 	resolve := func(alias, user string, port int, portExplicit bool, key string, keyExplicit bool) endpoint {
-		hc := sshCfg.lookup(alias)
+		hc := sshCfg.lookup(alias, localUser)
 		e := endpoint{alias: alias, host: alias, port: 22, user: localUser}
 		if hc.Port != 0 {
 			e.port = hc.Port
@@ -165,7 +165,7 @@ func resolveSettings(sc config.SSHConfig, fo sandbox.FactoryOptions, o Options) 
 		s.authSock = sock
 	}
 	s.target = resolve(sc.Host, sc.User, sc.Port, portSet, sc.Key, keySet)
-	hc := sshCfg.lookup(sc.Host)
+	hc := sshCfg.lookup(sc.Host, localUser)
 	hops, err := parseProxyJump(hc.ProxyJump)
 	if err != nil {
 		return nil, fmt.Errorf("ssh config %s: host %s: %w: %w", sshConfigPath, sc.Host, err, sandbox.ErrInvalidConfig)

@@ -67,14 +67,7 @@ Host *
     Port 2200
     IdentityFile ~/.ssh/id_all
 `
-	p := filepath.Join(home, ".ssh", "config")
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := parseSSHConfigFile(p, home)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := writeSSHConfig(t, filepath.Join(home, ".ssh", "config"), home, text)
 	tests := []struct {
 		alias string
 		want  hostConfig
@@ -85,7 +78,7 @@ Host *
 		{"inc", hostConfig{HostName: "included.example", User: "fallback", Port: 2200, IdentityFiles: []string{"~/.ssh/id_all"}}},
 	}
 	for _, tt := range tests {
-		if got := c.lookup(tt.alias); !reflect.DeepEqual(got, tt.want) {
+		if got := c.lookup(tt.alias, "me"); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("lookup(%q) = %+v; want %+v", tt.alias, got, tt.want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pkg/sftp"
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -38,7 +39,7 @@ type host struct {
 
 	mu      sync.Mutex
 	lives   []*live
-	dialing *dialCall
+	dialing singleflight.Group // one dial at a time; the others wait for it
 	closed  bool
 	wg      sync.WaitGroup
 
@@ -72,11 +73,6 @@ func (l *live) isDead() bool {
 	default:
 		return false
 	}
-}
-
-type dialCall struct {
-	done chan struct{}
-	err  error
 }
 
 // acquire returns the pool entry for s, creating it, with one more reference.
@@ -138,46 +134,39 @@ func (h *host) pick(ctx context.Context) (*live, error) {
 				return l, nil
 			}
 		}
-		if dc := h.dialing; dc != nil {
-			h.mu.Unlock()
-			select {
-			case <-dc.done:
-				if dc.err != nil {
-					return nil, dc.err
-				}
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+		h.mu.Unlock()
+		select {
+		case r := <-h.dialing.DoChan("dial", func() (any, error) { return nil, h.connect(ctx) }):
+			if r.Err != nil {
+				return nil, r.Err
 			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		dc := &dialCall{done: make(chan struct{})}
-		h.dialing = dc
-		h.mu.Unlock()
-
-		l, err := h.dial.dial(ctx, h.s)
-		h.mu.Lock()
-		h.dialing = nil
-		dc.err = err
-		close(dc.done)
-		if err != nil {
-			h.mu.Unlock()
-			return nil, err
-		}
-		if h.closed {
-			h.mu.Unlock()
-			l.client.Close()
-			return nil, fmt.Errorf("connection pool: %w", sandbox.ErrClosed)
-		}
-		h.lives = append(h.lives, l)
-		h.wg.Add(1)
-		go h.watch(l)
-		if h.s.keepalive > 0 {
-			h.wg.Add(1)
-			go h.keepalive(l)
-		}
-		h.mu.Unlock()
-		h.log.Debug("ssh connection established", "endpoint", h.s.target.String(), "connections", len(h.lives))
 	}
+}
+
+// connect dials a new connection and adds it to the host's live ones.
+func (h *host) connect(ctx context.Context) error {
+	l, err := h.dial.dial(ctx, h.s)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		l.client.Close()
+		return fmt.Errorf("connection pool: %w", sandbox.ErrClosed)
+	}
+	h.lives = append(h.lives, l)
+	h.wg.Add(1)
+	go h.watch(l)
+	if h.s.keepalive > 0 {
+		h.wg.Add(1)
+		go h.keepalive(l)
+	}
+	h.log.Debug("ssh connection established", "endpoint", h.s.target.String(), "connections", len(h.lives))
+	return nil
 }
 
 // watch waits for a connection to end and forgets it.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,10 +21,10 @@ type hostConfig struct {
 	ProxyJump string
 }
 
-// sshConfigEntry is one Host block (or the implicit block before the first Host).
+// sshConfigEntry is one Host or Match block (or the implicit block before the first one).
 type sshConfigEntry struct {
-	patterns []string // nil for the leading global section
-	match    bool     // a Match block: unsupported, never applies
+	patterns []string // Host patterns; nil for the leading global section and Match blocks
+	criteria []string // Match criteria as written; nil for Host blocks
 	options  []sshOption
 }
 
@@ -92,8 +93,11 @@ func (c *sshConfig) parse(r io.Reader, file, home string, depth int, top bool) e
 			}
 			c.entries = append(c.entries, sshConfigEntry{patterns: args})
 		case "match":
-			// Match criteria (exec, canonical, …) are not evaluated: the block is skipped.
-			c.entries = append(c.entries, sshConfigEntry{match: true})
+			args = splitCriteria(args)
+			if err := checkCriteria(args); err != nil {
+				return fmt.Errorf("ssh config %s:%d: %w", file, n, err)
+			}
+			c.entries = append(c.entries, sshConfigEntry{criteria: args})
 		case "include":
 			for _, a := range args {
 				p := expandTilde(a, home)
@@ -158,13 +162,45 @@ func splitConfigLine(line string) (string, []string, error) {
 	return key, args, nil
 }
 
-// lookup returns the settings for alias: for each keyword the first value that applies wins,
-// except IdentityFile, which accumulates (OpenSSH semantics).
-func (c *sshConfig) lookup(alias string) hostConfig {
+// lookup returns the settings for alias when connecting as localUser: for each keyword the
+// first value that applies wins, except IdentityFile, which accumulates (OpenSSH semantics).
+// Match blocks are evaluated as `ssh -G` does, in order, against the host name and user as
+// set so far; a `Match final` (or `canonical`) block applies in a second pass, as OpenSSH
+// makes one when a configuration asks for it.
+func (c *sshConfig) lookup(alias, localUser string) hostConfig {
 	var hc hostConfig
 	seen := map[string]bool{}
+	finalPass := false
 	for _, e := range c.entries {
-		if e.match || (e.patterns != nil && !matchHostPatterns(e.patterns, alias)) {
+		finalPass = finalPass || slices.ContainsFunc(e.criteria, func(w string) bool {
+			w = strings.ToLower(strings.TrimPrefix(w, "!"))
+			return w == "final" || w == "canonical"
+		})
+	}
+	c.pass(&hc, seen, alias, localUser, false)
+	if finalPass {
+		c.pass(&hc, seen, alias, localUser, true)
+	}
+	return hc
+}
+
+// pass applies every block that matches, in order.
+func (c *sshConfig) pass(hc *hostConfig, seen map[string]bool, alias, localUser string, final bool) {
+	for _, e := range c.entries {
+		switch {
+		case e.criteria != nil:
+			host := alias
+			if hc.HostName != "" {
+				host = strings.NewReplacer("%h", alias, "%%", "%").Replace(hc.HostName)
+			}
+			user := localUser
+			if hc.User != "" {
+				user = hc.User
+			}
+			if !matchCriteria(e.criteria, matchContext{alias: alias, host: host, user: user, localUser: localUser, final: final}) {
+				continue
+			}
+		case e.patterns != nil && !matchHostPatterns(e.patterns, alias):
 			continue
 		}
 		for _, o := range e.options {
@@ -172,7 +208,9 @@ func (c *sshConfig) lookup(alias string) hostConfig {
 				continue
 			}
 			if o.key == "identityfile" {
-				hc.IdentityFiles = append(hc.IdentityFiles, o.args[0])
+				if !slices.Contains(hc.IdentityFiles, o.args[0]) {
+					hc.IdentityFiles = append(hc.IdentityFiles, o.args[0])
+				}
 				continue
 			}
 			if seen[o.key] {
@@ -197,7 +235,104 @@ func (c *sshConfig) lookup(alias string) hostConfig {
 			seen[o.key] = true
 		}
 	}
-	return hc
+}
+
+// matchContext is what Match criteria are tested against.
+type matchContext struct {
+	alias, host, user, localUser string
+	final                        bool
+}
+
+// criteriaArgs says which Match criteria take an argument; exec, localnetwork and tagged are
+// recognised but never evaluated here (they would run a command, or read the local network
+// and tags), so a block that needs them does not apply.
+var criteriaArgs = map[string]bool{"all": false, "canonical": false, "final": false,
+	"host": true, "originalhost": true, "user": true, "localuser": true,
+	"exec": true, "localnetwork": true, "tagged": true}
+
+// splitCriteria turns OpenSSH's alternative spelling `criterion=argument` into two words.
+func splitCriteria(words []string) []string {
+	var out []string
+	for _, w := range words {
+		if k, v, ok := strings.Cut(w, "="); ok && criteriaArgs[strings.ToLower(strings.TrimPrefix(k, "!"))] {
+			out = append(out, k, v)
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// checkCriteria rejects Match lines OpenSSH would reject: unknown criteria, missing arguments.
+func checkCriteria(words []string) error {
+	if len(words) == 0 {
+		return fmt.Errorf("Match needs criteria (e.g. Match host NAME, Match all)")
+	}
+	for i := 0; i < len(words); i++ {
+		w := strings.ToLower(strings.TrimPrefix(words[i], "!"))
+		takesArg, ok := criteriaArgs[w]
+		if !ok {
+			return fmt.Errorf("unsupported Match criterion %q", words[i])
+		}
+		if takesArg {
+			if i+1 >= len(words) {
+				return fmt.Errorf("Match %s needs an argument", w)
+			}
+			i++
+		}
+	}
+	return nil
+}
+
+// matchCriteria reports whether every criterion of a Match line holds.
+func matchCriteria(words []string, m matchContext) bool {
+	for i := 0; i < len(words); i++ {
+		w := strings.ToLower(words[i])
+		neg := strings.HasPrefix(w, "!")
+		w = strings.TrimPrefix(w, "!")
+		var arg string
+		if criteriaArgs[w] {
+			i++
+			arg = words[i]
+		}
+		var ok bool
+		switch w {
+		case "all":
+			ok = true
+		case "canonical", "final":
+			ok = m.final
+		case "host":
+			ok = matchHostPatterns([]string{arg}, m.host)
+		case "originalhost":
+			ok = matchHostPatterns([]string{arg}, m.alias)
+		case "user":
+			ok = matchPatternList(arg, m.user)
+		case "localuser":
+			ok = matchPatternList(arg, m.localUser)
+		default: // exec, localnetwork, tagged: not evaluated
+			return false
+		}
+		if ok == neg {
+			return false
+		}
+	}
+	return true
+}
+
+// matchPatternList matches s (case-sensitively) against a comma-separated pattern list in
+// which a negated pattern that matches vetoes.
+func matchPatternList(list, s string) bool {
+	matched := false
+	for _, p := range strings.Split(list, ",") {
+		neg := strings.HasPrefix(p, "!")
+		if wildcardMatch(strings.TrimPrefix(p, "!"), s) {
+			if neg {
+				return false
+			}
+			matched = true
+		}
+	}
+	return matched
 }
 
 // matchHostPatterns applies a Host line: some pattern must match and no negated one may.

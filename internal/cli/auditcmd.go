@@ -3,14 +3,17 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 )
 
 func (a *app) auditCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit log (verify, tail, show)"}
+	cmd := &cobra.Command{Use: "audit", Short: "Create, read and verify the audit log (init, verify, tail, show)"}
 	var file string
 	logPath := func() (string, error) {
 		if file != "" {
@@ -22,18 +25,87 @@ func (a *app) auditCmd() *cobra.Command {
 		}
 		return a.expandHome(cfg.Audit.LogDestination), nil
 	}
-	cmd.PersistentFlags().StringVar(&file, "file", "", "audit log to read (default audit.log_destination)")
-	var asJSON bool
-	verify := &cobra.Command{
-		Use:   "verify [--file PATH]",
-		Short: "Check the hash chain; exit non-zero and name the first bad record if it was tampered with",
-		Args:  exactArgs(0),
+	cmd.PersistentFlags().StringVar(&file, "file", "", "audit log (default audit.log_destination)")
+	cmd.AddCommand(a.auditInitCmd(logPath), a.auditVerifyCmd(logPath), a.auditTailCmd(logPath), a.auditShowCmd(logPath))
+	return cmd
+}
+
+func (a *app) auditInitCmd(logPath func() (string, error)) *cobra.Command {
+	var rotate bool
+	init := &cobra.Command{
+		Use:   "init [--rotate]",
+		Short: "Create a sealed audit log and print its verification key, once",
+		Long: `Creates a new audit log sealed with a forward-secure key, and prints the verification key
+on the last line of stdout. The key is shown once and is written nowhere: store it away from this
+machine. ` + "`audit verify --key KEY`" + ` needs it to prove that no record was edited, deleted,
+reordered or cut off, and that the log was not replaced.
+
+An existing log is never overwritten: --rotate closes it with a final record and seal, moves it
+(with its sealing state) aside as LOG.<time>, and starts a new sealed log.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := logPath()
 			if err != nil {
 				return err
 			}
-			rep, err := audit.Verify(p)
+			res, err := audit.Init(p, audit.InitOptions{Rotate: rotate})
+			if err != nil {
+				return err
+			}
+			if res.Warning != "" {
+				fmt.Fprintf(a.stderr, "hermes-sandbox: warning: %s\n", res.Warning)
+			}
+			if res.Archived != "" {
+				fmt.Fprintf(a.stdout, "Archived the previous log, with its final seal, as %s\n", res.Archived)
+			}
+			fmt.Fprintf(a.stdout, "Created the sealed audit log %s (log id %s).\n", res.Path, res.LogID)
+			fmt.Fprintln(a.stdout, "The verification key follows. It is shown ONCE and is not stored on this machine:")
+			fmt.Fprintln(a.stdout, "keep it elsewhere (a password manager, another host). Verify the log with")
+			fmt.Fprintf(a.stdout, "  %s=KEY hermes-sandbox audit verify\n", config.EnvAuditKey)
+			fmt.Fprintln(a.stdout, res.Key)
+			return nil
+		},
+	}
+	init.Flags().BoolVar(&rotate, "rotate", false, "archive an existing log with its final seal and start a new one")
+	return init
+}
+
+func (a *app) auditVerifyCmd(logPath func() (string, error)) *cobra.Command {
+	var asJSON bool
+	var key, witness string
+	verify := &cobra.Command{
+		Use:   "verify [--key KEY] [--witness FILE] [--file PATH]",
+		Short: "Check the log's hash chain, MACs and seal; exit 1 and name the first bad record if it was tampered with",
+		Long: `Checks every record's hash and the chain between them. With the verification key that
+` + "`audit init`" + ` printed (--key, or ` + config.EnvAuditKey + `), it also checks every record's MAC and the
+seal over the record count, so it detects a truncated tail, a rewritten sealing state, re-chained
+edits and a log replaced wholesale. Without the key it says what it cannot rule out.
+
+--witness FILE cross-checks the records the system log witnessed (audit.witness): a syslog file
+such as /var/log/auth.log, or "-" to read ` + "`journalctl -t hermes-sandbox -o cat`" + ` from stdin.
+
+An intent without a result (a killed caller) is a warning, not a failure.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := logPath()
+			if err != nil {
+				return err
+			}
+			var opts audit.VerifyOptions
+			if key == "" {
+				key = a.getenv(config.EnvAuditKey)
+			}
+			if key != "" {
+				if opts.Key, err = audit.ParseKey(key); err != nil {
+					return usagef("audit verify: %v", err)
+				}
+			}
+			if witness != "" {
+				if opts.Witness, err = a.readWitness(witness); err != nil {
+					return err
+				}
+			}
+			rep, err := audit.VerifyWith(p, opts)
 			if err != nil {
 				return err
 			}
@@ -51,11 +123,33 @@ func (a *app) auditCmd() *cobra.Command {
 		},
 	}
 	verify.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	verify.Flags().StringVar(&key, "key", "", "verification key printed by `audit init` (default $"+config.EnvAuditKey+")")
+	verify.Flags().StringVar(&witness, "witness", "", `witness entries to cross-check: a syslog file, or "-" for stdin`)
+	return verify
+}
+
+func (a *app) readWitness(name string) ([]audit.WitnessEntry, error) {
+	var r io.Reader = a.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("audit verify --witness: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	if r == nil {
+		return nil, usagef("audit verify --witness -: no stdin")
+	}
+	return audit.ReadWitness(r)
+}
+
+func (a *app) auditTailCmd(logPath func() (string, error)) *cobra.Command {
 	var n int
-	var follow bool
+	var follow, asJSON bool
 	tail := &cobra.Command{
 		Use:   "tail [-n N] [-f]",
-		Short: "Print the last records (and follow new ones with -f)",
+		Short: "Print the last records, each call's intent paired with its result (and follow new ones with -f)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := logPath()
@@ -66,11 +160,17 @@ func (a *app) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, r := range recs {
-				a.printRecord(r, asJSON)
-			}
+			a.printRecords(recs, asJSON)
 			if follow {
-				return audit.Follow(cmd.Context(), p, func(r audit.Record) { a.printRecord(r, asJSON) })
+				return audit.Follow(cmd.Context(), p, func(r audit.Record) {
+					if asJSON {
+						a.printJSON(r)
+					} else if r.Type == audit.TypeResult {
+						fmt.Fprintln(a.stdout, audit.FormatCall(audit.Call{Result: &r}))
+					} else {
+						fmt.Fprintln(a.stdout, audit.Format(r))
+					}
+				})
 			}
 			return nil
 		},
@@ -78,10 +178,15 @@ func (a *app) auditCmd() *cobra.Command {
 	tail.Flags().IntVarP(&n, "n", "n", 20, "number of records")
 	tail.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new records")
 	tail.Flags().BoolVar(&asJSON, "json", false, "print records as JSON lines")
+	return tail
+}
+
+func (a *app) auditShowCmd(logPath func() (string, error)) *cobra.Command {
 	var session string
+	var asJSON bool
 	show := &cobra.Command{
 		Use:   "show --session NAME",
-		Short: "Print every record of one session",
+		Short: "Print every call of one session, each intent paired with its result",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if session == "" {
@@ -95,23 +200,29 @@ func (a *app) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, r := range audit.FilterSession(recs, session) {
-				a.printRecord(r, asJSON)
-			}
+			a.printRecords(audit.FilterSession(recs, session), asJSON)
 			return nil
 		},
 	}
 	show.Flags().StringVar(&session, "session", "", "session name")
 	show.Flags().BoolVar(&asJSON, "json", false, "print records as JSON lines")
-	cmd.AddCommand(verify, tail, show)
-	return cmd
+	return show
 }
 
-func (a *app) printRecord(r audit.Record, asJSON bool) {
+// printRecords prints records as JSON lines, or as one line per call.
+func (a *app) printRecords(recs []audit.Record, asJSON bool) {
 	if asJSON {
-		b, _ := json.Marshal(r)
-		fmt.Fprintln(a.stdout, string(b))
+		for _, r := range recs {
+			a.printJSON(r)
+		}
 		return
 	}
-	fmt.Fprintln(a.stdout, audit.Format(r))
+	for _, c := range audit.Pair(recs) {
+		fmt.Fprintln(a.stdout, audit.FormatCall(c))
+	}
+}
+
+func (a *app) printJSON(r audit.Record) {
+	b, _ := json.Marshal(r)
+	fmt.Fprintln(a.stdout, string(b))
 }

@@ -351,3 +351,17 @@ func TestExecJSONOnRefusal(t *testing.T) {
 		t.Errorf("refusal with --json: exit %d, %s", code, out)
 	}
 }
+
+// TestPolicyCheckMatchesGateWorkDir: policy check judges a command against the working tree of
+// the backend that would run it, as the gate does (docker's /workspace here), not the terminal's.
+func TestPolicyCheckMatchesGateWorkDir(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "docker")
+	e.mustRun("config", "set", "docker.cwd", "/workspace")
+	if code, out, errOut := e.run("", "policy", "check", "rm -rf /workspace/build"); code != 0 {
+		t.Errorf("policy check under docker = %d %s%s; want safe (inside docker's working tree)", code, out, errOut)
+	}
+	if code, out, _ := e.run("", "--sandbox", "local", "policy", "check", "rm -rf /workspace/build"); code != 1 {
+		t.Errorf("policy check --sandbox local = %d %s; want dangerous (outside the local working tree)", code, out)
+	}
+}

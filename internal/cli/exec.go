@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -25,6 +28,7 @@ type execFlags struct {
 	json       bool
 	script     string
 	background bool
+	ephemeral  bool
 }
 
 func (a *app) execCmd() *cobra.Command {
@@ -54,6 +58,7 @@ state_saved (false when the command's cd and export could not be saved: a warnin
 	fl.StringArrayVar(&f.env, "env", nil, "set a variable for this command only, K=V (repeatable)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the result instead of streaming")
 	fl.StringVarP(&f.script, "command", "c", "", "script to run in the session's shell")
+	fl.BoolVar(&f.ephemeral, "ephemeral", false, "run in a fresh sandbox that is removed when the command ends (terminal.persistence: ephemeral makes it the default)")
 	fl.BoolVar(&f.background, "background", false, "start as a background job and print its id (poll it with 'hermes-sandbox jobs')")
 	return cmd
 }
@@ -121,9 +126,42 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Timeout = cfg.Terminal.Timeout
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
-	ctx, b, sess, done, err := a.openOwnedSession(ctx, cfg, f.session)
+	ephemeral := f.ephemeral || cfg.Terminal.Persistence == config.PersistenceEphemeral
+	if ephemeral {
+		switch {
+		case f.background:
+			return usagef("exec: a background job needs a session that stays; drop --ephemeral (or set terminal.persistence: session)")
+		case cmd.Flags().Changed("session"):
+			return usagef("exec: --session names a session that stays; an ephemeral run has a fresh sandbox of its own")
+		}
+		f.session = "ephemeral-" + randomID()
+	}
+	open := a.openOwnedSession
+	if ephemeral {
+		open = a.openSession // a fresh sandbox of its own: nothing to keep warm
+	}
+	ctx, b, sess, done, err := open(ctx, cfg, f.session)
 	if err != nil {
 		return err
+	}
+	if ephemeral {
+		// The sandbox goes when the command ends, whatever happened (also on Ctrl-C).
+		m, ok := b.(sandbox.SessionManager)
+		if !ok {
+			done()
+			return fmt.Errorf("exec --ephemeral: the %s backend cannot remove sandboxes: %w", b.Name(), sandbox.ErrUnsupported)
+		}
+		name := f.session
+		closeAll := done
+		done = func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			sess.Close()
+			if err := m.Remove(rctx, name); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+				fmt.Fprintf(a.stderr, "hermes-sandbox: could not remove the ephemeral sandbox %s: %v (`hermes-sandbox gc` removes it)\n", name, err)
+			}
+			closeAll()
+		}
 	}
 	defer done()
 
@@ -188,6 +226,13 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		return exitError{res.ExitCode}
 	}
 	return nil
+}
+
+// randomID is 8 random hex characters.
+func randomID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func isTerminal(r io.Reader) bool {

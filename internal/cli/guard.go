@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,17 +73,24 @@ func (a *app) openSessionOn(ctx context.Context, cfg *config.Config, inner sandb
 	return ctx, b, sess, done, nil
 }
 
-// gateOptions derives the gate's settings from the configuration.
-func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Options, error) {
+// gateClassifier builds the gate's classifier, which protects this tool's own files. It opens
+// nothing: `policy check` uses it without touching the audit log.
+func (a *app) gateClassifier(cfg *config.Config, backend sandbox.Backend) *policy.Classifier {
 	auditPath := a.expandHome(cfg.Audit.LogDestination)
-	classifier := policy.New(policy.Options{
+	return policy.New(policy.Options{
 		ProtectedPaths: []string{cfg.Path(), cfg.SecretsPath(), filepath.Dir(cfg.Path()), auditPath,
-			auditPath + ".checkpoint", filepath.Join(cfg.StateDir(), "gate")},
+			auditPath + ".checkpoint", auditPath + ".seal", auditPath + ".lock", filepath.Join(cfg.StateDir(), "gate")},
 		WorkDir: workDir(backend),
 		Home:    a.getenv("HOME"),
 	})
+}
+
+// gateOptions derives the gate's settings from the configuration.
+func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Options, error) {
+	auditPath := a.expandHome(cfg.Audit.LogDestination)
 	opts := gate.Options{
-		Classifier:   classifier,
+		Logger:       slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Classifier:   a.gateClassifier(cfg, backend),
 		Mode:         cfg.Approvals.Mode,
 		Timeout:      cfg.Approvals.Timeout,
 		Allowlist:    cfg.Approvals.CommandAllowlist,
@@ -99,14 +107,32 @@ func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Opt
 		},
 	}
 	if cfg.Audit.Enabled && cfg.Audit.Level != config.AuditOff {
-		log, err := audit.Open(auditPath, audit.Options{Level: audit.Level(cfg.Audit.Level), Redact: audit.NewRedactor(a.secrets(cfg))})
-		if err != nil {
-			return opts, fmt.Errorf("open the audit log %s: %w (fix audit.log_destination, or set audit.enabled false)", auditPath, err)
-		}
-		a.closers = append(a.closers, log)
-		opts.Audit = log
+		opts.Audit = a.openAudit(cfg, auditPath, opts.Logger)
 	}
 	return opts, nil
+}
+
+// openAudit opens the audit log and its witness. A log that cannot be opened still gives a
+// Sink: it refuses every call (or, with audit.on_failure warn, lets them run unrecorded) with
+// an error that names the path and the cause, so no call runs unrecorded by accident.
+func (a *app) openAudit(cfg *config.Config, path string, logger *slog.Logger) audit.Sink {
+	onFailure := audit.OnFailure(cfg.Audit.OnFailure)
+	var witness *audit.Witness
+	if cfg.Audit.Witness != config.AuditWitnessNone {
+		w, err := audit.NewWitness(string(cfg.Audit.Witness), cfg.Audit.WitnessSocket)
+		if err != nil {
+			return audit.Unavailable(path, err, onFailure)
+		}
+		a.closers = append(a.closers, w)
+		witness = w
+	}
+	log, err := audit.Open(path, audit.Options{Level: audit.Level(cfg.Audit.Level), Redact: audit.NewRedactor(a.secrets(cfg)),
+		OnFailure: onFailure, Witness: witness, Logger: logger})
+	if err != nil {
+		return audit.Unavailable(path, fmt.Errorf("%w (fix audit.log_destination, or set audit.enabled false)", err), onFailure)
+	}
+	a.closers = append(a.closers, log)
+	return log
 }
 
 // workDir is where routine deletes are fine for the classifier: the directory the backend

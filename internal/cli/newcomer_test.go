@@ -134,3 +134,51 @@ func TestShellCompletion(t *testing.T) {
 		t.Errorf("completion created a session:\n%s", out)
 	}
 }
+
+func TestExecEphemeral(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	if out := e.mustRun("exec", "--ephemeral", "-c", "export EPH=1; echo run-$EPH"); out != "run-1\n" {
+		t.Fatalf("ephemeral exec printed %q", out)
+	}
+	if out := e.mustRun("sessions", "list"); strings.Contains(out, "ephemeral-") {
+		t.Fatalf("the ephemeral session was left behind:\n%s", out)
+	}
+	for _, args := range [][]string{{"--background"}, {"--session", "x"}} {
+		code, _, errOut := e.run("", append(append([]string{"exec", "--ephemeral"}, args...), "--", "true")...)
+		if code != 2 {
+			t.Errorf("exec --ephemeral %v: exit %d, %q; want a usage error", args, code, errOut)
+		}
+	}
+	// terminal.persistence: ephemeral makes every exec a fresh one; Hermes spells it
+	// container_persistent: false.
+	e.mustRun("config", "set", "terminal_container_persistent", "false")
+	if out := e.mustRun("config", "get", "terminal.persistence"); out != "ephemeral\n" {
+		t.Fatalf("terminal.persistence = %q", out)
+	}
+	e.mustRun("exec", "-c", "export KEEP=1")
+	if out := e.mustRun("exec", "-c", `echo "${KEEP-unset}"`); out != "unset\n" {
+		t.Errorf("state survived between ephemeral runs: %q", out)
+	}
+	if out := e.mustRun("sessions", "list"); strings.Contains(out, "ephemeral-") {
+		t.Errorf("ephemeral sessions were left behind:\n%s", out)
+	}
+}
+
+// A setup whose final test fails leaves the previous configuration as it was.
+func TestSetupRestoresConfigWhenTestFails(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	before := e.mustRun("config", "list")
+	code, _, errOut := e.run("", "setup", "ssh", "--non-interactive", "--set", "ssh.host=127.0.0.1", "--set", "ssh.port=1",
+		"--set", "ssh.connect_timeout=2s")
+	if code == 0 {
+		t.Fatalf("setup against a closed port succeeded: %s", errOut)
+	}
+	if !strings.Contains(errOut, "restored the previous settings") {
+		t.Errorf("setup did not say it restored the settings: %s", errOut)
+	}
+	if after := e.mustRun("config", "list"); after != before {
+		t.Errorf("the configuration changed after a failed setup:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}

@@ -72,9 +72,5 @@ func (a *app) classifier() *policy.Classifier {
 			defer b.Close()
 		}
 	}
-	opts, err := a.gateOptions(cfg, b)
-	if err != nil || opts.Classifier == nil {
-		return policy.New(policy.Options{Home: a.getenv("HOME")})
-	}
-	return opts.Classifier
+	return a.gateClassifier(cfg, b)
 }
