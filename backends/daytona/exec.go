@@ -191,7 +191,11 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	}
 	if !present {
 		b.log.Info("installing the helper", "sandbox", sb.Name, "bytes", len(img.data))
-		tmp := path + ".tmp"
+		// A unique temporary name: concurrent first uses of one sandbox (several processes)
+		// each upload their own copy and rename it into place, so none sees another's half.
+		var rnd [6]byte
+		rand.Read(rnd[:])
+		tmp := path + ".tmp-" + hex.EncodeToString(rnd[:])
 		if err := tb.upload(ctx, tmp, img.data); err != nil {
 			return "", b.apiErr("upload helper", sb.Name, err)
 		}

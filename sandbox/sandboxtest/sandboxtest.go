@@ -814,8 +814,16 @@ func (s *suite) testTerminal(t *testing.T) {
 		code, err = term.Shell(s.ctx(t), sandbox.TerminalOptions{Stdin: in, Stdout: &out, Size: sandbox.WinSize{Rows: 33, Cols: 101}})
 		done <- err
 	}()
-	// Typed text is echoed by the terminal; only its results prove it ran.
-	go typed.Write([]byte("echo pty-$((6*7)); stty size; [ -t 0 ] && echo stdin-is-tty; pwd; exit 3\n"))
+	// Typed text is echoed by the terminal; only its results prove it ran. Behind the gate the
+	// shell is a gated door: each line is classified and runs as a session command, without a
+	// pseudo-terminal, and a line of its own `exit N` ends it.
+	wants := []string{"pty-42", "33 101", "stdin-is-tty", s.opts.Scratch}
+	if s.gated {
+		wants = []string{"pty-42", s.opts.Scratch}
+		go typed.Write([]byte("echo pty-$((6*7))\npwd\nexit 3\n"))
+	} else {
+		go typed.Write([]byte("echo pty-$((6*7)); stty size; [ -t 0 ] && echo stdin-is-tty; pwd; exit 3\n"))
+	}
 	select {
 	case err := <-done:
 		if err != nil {
@@ -825,7 +833,7 @@ func (s *suite) testTerminal(t *testing.T) {
 		t.Fatalf("Shell() did not end; output so far: %q", out.String())
 	}
 	got := out.String()
-	for _, want := range []string{"pty-42", "33 101", "stdin-is-tty", s.opts.Scratch} {
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Errorf("terminal output lacks %q: %q", want, got)
 		}

@@ -100,6 +100,7 @@ func run(in io.Reader, out io.Writer) int {
 				if !strings.Contains(e.Test, "/") {
 					failed++
 				}
+				fmt.Fprintf(out, "=== %s %s failed:\n", shortPkg(e.Package), e.Test)
 				for _, o := range outputs[k] {
 					fmt.Fprint(out, o)
 				}
