@@ -10,13 +10,5 @@ func (c *Config) BackendOptions(base sandbox.FactoryOptions) sandbox.FactoryOpti
 	base.Cwd = c.Terminal.Cwd
 	base.EnvPassthrough = c.Terminal.EnvPassthrough
 	base.Explicit = func(key string) bool { return c.Source(key) != SourceDefault }
-	base.SpillLimit = int64(c.Terminal.SpillLimit)
-	base.MaxJobs, base.JobTimeout = c.Terminal.MaxJobs, c.Terminal.JobTimeout
-	if base.MaxJobs == 0 {
-		base.MaxJobs = -1 // configured as unlimited
-	}
-	if base.JobTimeout == 0 {
-		base.JobTimeout = -1
-	}
 	return base
 }

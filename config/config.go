@@ -53,12 +53,6 @@ type TerminalConfig struct {
 	OutputLimit    int           `yaml:"output_limit"`    // max bytes of output returned per command
 	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
 	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
-
-	// Sessions and their limits (README: "Session owners and limits").
-	KeepAlive  time.Duration `yaml:"keep_alive"`  // a session's owner exits after this long unused; 0 = no owner
-	SpillLimit Size          `yaml:"spill_limit"` // bytes of one command's spill file (head and tail kept)
-	JobTimeout time.Duration `yaml:"job_timeout"` // background jobs are killed after this long; 0 = never
-	MaxJobs    int           `yaml:"max_jobs"`    // background jobs running at once per session; 0 = unlimited
 	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
 	// command a fresh one, removed when it ends (as `exec --ephemeral`).
 	Persistence Persistence `yaml:"persistence"`
@@ -210,9 +204,7 @@ type AuditConfig struct {
 
 // MCPConfig is the mcp section.
 type MCPConfig struct {
-	Listen             string        `yaml:"listen"`               // host:port
-	MaxSessions        int           `yaml:"max_sessions"`         // MCP sessions open at once; 0 = unlimited
-	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"` // an unused MCP session is closed after this; 0 = never
+	Listen string `yaml:"listen"` // host:port
 }
 
 // NewConfig returns the defaults.
@@ -224,10 +216,6 @@ func NewConfig() *Config {
 			Shell:          ShellAuto,
 			OutputLimit:    50000,
 			EnvPassthrough: []string{},
-			KeepAlive:      10 * time.Minute,
-			SpillLimit:     64 * Mebibyte,
-			JobTimeout:     24 * time.Hour,
-			MaxJobs:        16,
 			Persistence:    PersistenceSession,
 		},
 		Docker: DockerConfig{
@@ -276,7 +264,7 @@ func NewConfig() *Config {
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 			OnFailure:      AuditRefuse,
 		},
-		MCP:   MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
+		MCP:   MCPConfig{Listen: "127.0.0.1:8765"},
 		Local: LocalConfig{Confine: ConfineAuto},
 	}
 }

@@ -102,12 +102,6 @@ func (c *Config) validateTerminal(v *validator) {
 	}
 	v.identifiers("terminal.env_passthrough", t.EnvPassthrough)
 	v.optionalAbs("terminal.state_dir", t.StateDir)
-	v.nonNegativeDuration("terminal.keep_alive", t.KeepAlive)
-	if t.SpillLimit < Size(MinOutputLimit)*2 {
-		v.failf("terminal.spill_limit", "must be at least %d bytes (twice the smallest output_limit), got %s", 2*MinOutputLimit, t.SpillLimit)
-	}
-	v.nonNegativeDuration("terminal.job_timeout", t.JobTimeout)
-	v.nonNegative("terminal.max_jobs", int64(t.MaxJobs))
 }
 
 func (c *Config) validateDocker(v *validator) {
@@ -328,8 +322,6 @@ func (c *Config) validateOthers(v *validator) {
 		v.failf("audit.witness_socket", "%q: want an absolute path to a unix datagram socket", au.WitnessSocket)
 	}
 
-	v.nonNegative("mcp.max_sessions", int64(c.MCP.MaxSessions))
-	v.nonNegativeDuration("mcp.session_idle_timeout", c.MCP.SessionIdleTimeout)
 	_, port, err := net.SplitHostPort(c.MCP.Listen)
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 		v.failf("mcp.listen", "%q: want HOST:PORT, e.g. 127.0.0.1:8765", c.MCP.Listen)

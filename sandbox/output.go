@@ -2,17 +2,12 @@ package sandbox
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 	"unicode/utf8"
 )
-
-// DefaultSpillLimit bounds one command's spill file (terminal.spill_limit).
-const DefaultSpillLimit = 64 << 20
 
 // Capture keeps a bounded copy of one command's stdout and stderr: the head (40 %) and the
 // tail (60 %) of each stream, with a marker between. Once anything is dropped, the complete
@@ -29,13 +24,6 @@ type Capture struct {
 	spill     *os.File
 	spillPath string
 	spillErr  error
-	// Past spillLimit bytes, the spill file keeps its first half and the output's last
-	// quarter to half, held in two rotating segment files, and notes the gap between.
-	spillLimit   int64
-	spilled      int64 // bytes in the main spill file
-	segs         [2]*os.File
-	segBytes     int64
-	spillDropped int64
 }
 
 type stream struct {
@@ -51,17 +39,7 @@ func NewCapture(limit int, dir string) *Capture {
 	if limit <= 0 {
 		limit = DefaultOutputLimit
 	}
-	return &Capture{limit: limit, spillDir: dir, spillLimit: DefaultSpillLimit}
-}
-
-// SetSpillLimit bounds the spill file to about n bytes (0 = DefaultSpillLimit).
-func (c *Capture) SetSpillLimit(n int64) {
-	if n <= 0 {
-		n = DefaultSpillLimit
-	}
-	c.mu.Lock()
-	c.spillLimit = max(n, 2*int64(c.limit))
-	c.mu.Unlock()
+	return &Capture{limit: limit, spillDir: dir}
 }
 
 // Stdout returns a writer that records p as standard output.
@@ -91,7 +69,11 @@ func (c *Capture) write(s *stream, p []byte) {
 			c.openSpill()
 		}
 	} else if c.spill != nil {
-		c.spillWrite(p)
+		if _, err := c.spill.Write(p); err != nil {
+			c.spillErr = err
+			c.spill.Close()
+			c.spill = nil
+		}
 	}
 	headCap := c.limit * 2 / 5
 	if n := min(headCap-len(s.head), len(p)); n > 0 {
@@ -122,7 +104,7 @@ func (c *Capture) openSpill() {
 		c.spillErr = err
 		return
 	}
-	pruneSpills(c.spillDir, 24*time.Hour, SpillDirLimit(c.spillLimit))
+	pruneSpills(c.spillDir, 24*time.Hour)
 	f, err := os.CreateTemp(c.spillDir, "output-*.log")
 	if err == nil {
 		err = f.Chmod(0o600)
@@ -137,119 +119,17 @@ func (c *Capture) openSpill() {
 		}
 		return
 	}
-	c.spill, c.spillPath, c.spilled = f, f.Name(), int64(len(c.early))
-	c.early = nil
+	c.spill, c.spillPath, c.early = f, f.Name(), nil
 }
 
-// spillWrite appends p to the spill file: to the head while it is under half the limit,
-// then to the rotating tail segments.
-func (c *Capture) spillWrite(p []byte) {
-	if room := c.spillLimit/2 - c.spilled; room > 0 {
-		n := int(min(room, int64(len(p))))
-		if _, err := c.spill.Write(p[:n]); err != nil {
-			c.failSpill(err)
-			return
-		}
-		c.spilled += int64(n)
-		p = p[n:]
-	}
-	segCap := max(c.spillLimit/4, 1)
-	for len(p) > 0 {
-		if c.segs[1] == nil || c.segBytes >= segCap {
-			if c.segs[0] != nil {
-				fi, _ := c.segs[0].Stat()
-				if fi != nil {
-					c.spillDropped += fi.Size()
-				}
-				c.segs[0].Close()
-				os.Remove(c.segs[0].Name())
-			}
-			f, err := os.CreateTemp(c.spillDir, "segment-*.tmp")
-			if err != nil {
-				c.failSpill(err)
-				return
-			}
-			c.segs[0], c.segs[1], c.segBytes = c.segs[1], f, 0
-		}
-		n := int(min(segCap-c.segBytes, int64(len(p))))
-		if _, err := c.segs[1].Write(p[:n]); err != nil {
-			c.failSpill(err)
-			return
-		}
-		c.segBytes += int64(n)
-		p = p[n:]
-	}
-}
-
-func (c *Capture) failSpill(err error) {
-	c.spillErr = err
-	c.spill.Close()
-	c.spill = nil
-	c.dropSegments()
-}
-
-func (c *Capture) dropSegments() {
-	for i, f := range c.segs {
-		if f != nil {
-			f.Close()
-			os.Remove(f.Name())
-			c.segs[i] = nil
-		}
-	}
-}
-
-// finishSpill appends the tail segments to the spill file, with a note of the gap.
-func (c *Capture) finishSpill() error {
-	defer c.dropSegments()
-	if c.segs[1] == nil {
-		return nil
-	}
-	if c.spillDropped > 0 {
-		note := fmt.Sprintf("\n\n... [spill file limit (terminal.spill_limit %d bytes) reached: %d bytes omitted here] ...\n\n", c.spillLimit, c.spillDropped)
-		if _, err := c.spill.WriteString(note); err != nil {
-			return err
-		}
-	}
-	for _, f := range c.segs {
-		if f == nil {
-			continue
-		}
-		if _, err := f.Seek(0, 0); err != nil {
-			return err
-		}
-		if _, err := io.Copy(c.spill, f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pruneSpills removes spill files older than age and then, oldest first, as many as it takes
-// to bring the directory under maxTotal bytes, so the directory cannot grow forever.
-func pruneSpills(dir string, age time.Duration, maxTotal int64) {
+// pruneSpills removes spill files older than age, so the directory cannot grow forever.
+func pruneSpills(dir string, age time.Duration) {
 	entries, _ := os.ReadDir(dir)
 	cutoff := time.Now().Add(-age)
-	var kept []os.FileInfo
-	var total int64
 	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil || info.IsDir() {
-			continue
-		}
-		if info.ModTime().Before(cutoff) {
+		if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
 			os.Remove(filepath.Join(dir, e.Name()))
-			continue
 		}
-		kept = append(kept, info)
-		total += info.Size()
-	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].ModTime().Before(kept[j].ModTime()) })
-	for _, info := range kept {
-		if total <= maxTotal {
-			break
-		}
-		os.Remove(filepath.Join(dir, info.Name()))
-		total -= info.Size()
 	}
 }
 
@@ -258,9 +138,6 @@ func (c *Capture) Finish(r *Result) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.spill != nil {
-		if err := c.finishSpill(); err != nil && c.spillErr == nil {
-			c.spillErr = err
-		}
 		if err := c.spill.Close(); err != nil && c.spillErr == nil {
 			c.spillErr = err
 		}
@@ -317,7 +194,3 @@ func trimPartialStart(b []byte) []byte {
 	}
 	return b
 }
-
-// SpillDirLimit is the total size a spill directory is pruned to: sixteen spill files at
-// their limit.
-func SpillDirLimit(spillLimit int64) int64 { return 16 * spillLimit }

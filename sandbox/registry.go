@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 )
 
 // FactoryOptions is what every backend factory gets besides its own config section: the
@@ -32,16 +31,6 @@ type FactoryOptions struct {
 	Environ []string
 	// StateDir is where host-side state lives (sessions, spill files).
 	StateDir string
-	// SpillLimit, MaxJobs and JobTimeout are terminal.spill_limit, terminal.max_jobs and
-	// terminal.job_timeout: 0 takes the default; for the last two, a negative value means no
-	// limit.
-	SpillLimit int64
-	MaxJobs    int
-	JobTimeout time.Duration
-	// Ephemeral says this process removes the sessions it opens when it is done with them
-	// (an MCP server without --keep-sessions). Backends record this process as their
-	// sandboxes' owner, so that `gc` removes them if it dies first.
-	Ephemeral bool
 }
 
 // Getenv looks a name up in Environ.

@@ -72,10 +72,6 @@ type Result struct {
 	// EnvironmentRecreated says the sandbox was lost and made anew before this command, so
 	// files and shell state from earlier commands are gone.
 	EnvironmentRecreated bool `json:"environment_recreated"`
-	// StateNotSaved says the command's changes to the working directory and exported
-	// environment could not be saved (a full disk, say), so the next command will not see
-	// them. Callers show it as state_saved: false.
-	StateNotSaved bool `json:"-"`
 }
 
 // Capabilities reports what a backend can do. The conformance suite checks each flag against

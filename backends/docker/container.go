@@ -95,7 +95,6 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 			return target{id: e.id, client: e.client, recreated: hadRecord || known != "", fresh: true}, nil
 		}
 	}
-	waitStart := time.Now()
 	for attempt := 0; ; attempt++ {
 		if attempt == 4 {
 			return target{}, &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: errors.New("the container keeps disappearing while it is being set up (is something removing it?)")}
@@ -165,16 +164,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 		}
 		id, err := b.create(ctx, name, roleSession, session)
 		if errors.Is(err, errNameTaken) {
-			// Another process is creating it: the engine reserves the name well before the
-			// container can be inspected, so wait for it (without using up an attempt).
-			if time.Since(waitStart) > nameWait {
-				return target{}, &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: fmt.Errorf("another process has been creating this container for %s; is the engine stuck?", nameWait)}
-			}
-			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-				return target{}, err
-			}
-			attempt--
-			continue
+			continue // another process created it meanwhile: use theirs
 		}
 		if err != nil {
 			return target{}, err
@@ -185,9 +175,6 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 }
 
 var errNameTaken = errors.New("container name already in use")
-
-// nameWait bounds how long ensure waits for another process's container to appear.
-const nameWait = 2 * time.Minute
 
 // create makes and starts a hardened container. Its workspace volume is made writable for
 // the sandbox user by a never-started helper container, in parallel with the start. The

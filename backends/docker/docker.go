@@ -42,7 +42,6 @@ type Backend struct {
 	cfg   config.DockerConfig
 	extra Options
 	log   *slog.Logger
-	owner string // this process, for labelOwner
 
 	host    string // engine address, for messages
 	local   bool   // the engine runs on this machine (a unix socket)
@@ -100,7 +99,6 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 		return nil, err
 	}
 	b := &Backend{
-		owner:     poolOwner(),
 		opts:      opts,
 		cfg:       cfg,
 		extra:     extra,
@@ -185,7 +183,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	b.startPool()
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, Limits: channel.LimitsFrom(b.opts)})
+		SpillDir: b.spillDir, Logger: b.opts.Logger})
 	return s, nil
 }
 

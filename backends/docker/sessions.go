@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -91,7 +89,6 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return err
 	}
 	b.dropRecord(name)
-	os.RemoveAll(channel.SpillDir(b.spillDir, Name, name))
 	for _, v := range vols {
 		if err := b.removeVolume(ctx, v); err != nil {
 			return err

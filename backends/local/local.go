@@ -190,8 +190,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return channel.Started{Client: c}, nil
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
-		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger,
-		Limits: channel.LimitsFrom(b.opts)}), nil
+		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger}), nil
 }
 
 // homeFile records, in a session's state, the directory the session was created in.
@@ -269,7 +268,6 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
 	}
 	agent.KillJobs(dir)
-	os.RemoveAll(channel.SpillDir(filepath.Join(b.opts.StateDir, "output"), Name, name))
 	if err := os.RemoveAll(dir); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}

@@ -170,8 +170,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.touch(name); return nil },
-		Limits: channel.LimitsFrom(b.opts)})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.touch(name); return nil }})
 	return s, nil
 }
 

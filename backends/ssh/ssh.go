@@ -196,8 +196,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return nil
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
-		SpillDir: filepath.Join(b.fo.StateDir, "output"), Logger: b.fo.Logger, OnClose: onClose,
-		Limits: channel.LimitsFrom(b.fo)}), nil
+		SpillDir: filepath.Join(b.fo.StateDir, "output"), Logger: b.fo.Logger, OnClose: onClose}), nil
 }
 
 // start starts the session's helper, working out first (once per host) where it lives. It

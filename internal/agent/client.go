@@ -38,9 +38,6 @@ type pending struct {
 	data           io.Writer // read_file
 	result         chan frame
 	dataErr        error
-	// q delivers this call's output in order on its own goroutine, so a slow writer holds
-	// up only its own call, not the stream shared by every call.
-	q *outQueue
 }
 
 // NewClient waits for the helper's greeting on r (skipping any banner a remote shell printed
@@ -146,20 +143,23 @@ func (c *Client) readLoop(br *bufio.Reader) {
 			continue
 		}
 		switch f.typ {
-		case tStdout, tStderr, tData:
-			if p.q == nil {
-				p.q = newOutQueue(p)
+		case tStdout:
+			if p.stdout != nil {
+				p.stdout.Write(f.payload)
 			}
-			p.q.push(f)
+		case tStderr:
+			if p.stderr != nil {
+				p.stderr.Write(f.payload)
+			}
+		case tData:
+			if p.data != nil && p.dataErr == nil {
+				_, p.dataErr = p.data.Write(f.payload)
+			}
 		case tExit, tReply, tError:
 			c.mu.Lock()
 			delete(c.pending, f.id)
 			c.mu.Unlock()
-			if p.q != nil {
-				p.q.push(f)
-			} else {
-				p.result <- f
-			}
+			p.result <- f
 		}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -171,11 +171,7 @@ func (c *Client) readLoop(br *bufio.Reader) {
 	c.err = err
 	for id, p := range c.pending {
 		delete(c.pending, id)
-		if p.q != nil {
-			p.q.push(frame{}) // closes the result after the output queued so far
-		} else {
-			close(p.result)
-		}
+		close(p.result)
 	}
 	c.mu.Unlock()
 	close(c.done)
@@ -243,15 +239,9 @@ func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdou
 		return ExitInfo{}, errors.Join(ErrNotSent, err)
 	}
 	stopStdin := make(chan struct{})
+	defer close(stopStdin)
 	if stdin != nil {
-		pumped := make(chan struct{})
-		go func() {
-			defer close(pumped)
-			c.pumpStdin(id, stdin, stopStdin)
-		}()
-		defer EndPump(stdin, stopStdin, pumped)
-	} else {
-		defer close(stopStdin)
+		go c.pumpStdin(id, stdin, stopStdin)
 	}
 	var f frame
 	var ok bool
@@ -313,19 +303,6 @@ func decodeRemoteError(b []byte) error {
 		return fmt.Errorf("bad error message from helper: %s", b)
 	}
 	return &re
-}
-
-// EndPump stops a stdin copier when its command has ended. A reader with deadlines (a pipe,
-// a socket) is woken at once, so the copier ends now and reads nothing more from the
-// caller's stdin; with any other reader the copier ends at its next read.
-func EndPump(r io.Reader, stop chan struct{}, pumped <-chan struct{}) {
-	close(stop)
-	d, ok := r.(interface{ SetReadDeadline(time.Time) error })
-	if !ok || d.SetReadDeadline(time.Now()) != nil {
-		return
-	}
-	<-pumped
-	_ = d.SetReadDeadline(time.Time{})
 }
 
 func (c *Client) pumpStdin(id uint32, r io.Reader, stop <-chan struct{}) {
@@ -414,71 +391,4 @@ func (c *Client) SeedEnv(ctx context.Context, env map[string]string) error {
 		return nil
 	}
 	return c.Call(ctx, CallRequest{Op: opSeedEnv, Env: toBytesMap(env)}, nil, nil, nil)
-}
-
-// maxQueued bounds the output one call may have waiting for a slow writer; beyond it the
-// stream waits (so memory stays bounded).
-const maxQueued = 8 << 20
-
-// outQueue hands one call's frames to its writers in order, on a goroutine of its own.
-type outQueue struct {
-	p      *pending
-	mu     sync.Mutex
-	cond   *sync.Cond
-	frames []frame
-	bytes  int
-}
-
-func newOutQueue(p *pending) *outQueue {
-	q := &outQueue{p: p}
-	q.cond = sync.NewCond(&q.mu)
-	go q.deliver()
-	return q
-}
-
-// push queues f; a frame with no type ends the call without a result (the stream broke).
-func (q *outQueue) push(f frame) {
-	q.mu.Lock()
-	for q.bytes > maxQueued {
-		q.cond.Wait()
-	}
-	q.frames = append(q.frames, f)
-	q.bytes += len(f.payload)
-	q.cond.Broadcast()
-	q.mu.Unlock()
-}
-
-func (q *outQueue) deliver() {
-	p := q.p
-	for {
-		q.mu.Lock()
-		for len(q.frames) == 0 {
-			q.cond.Wait()
-		}
-		f := q.frames[0]
-		q.frames = q.frames[1:]
-		q.bytes -= len(f.payload)
-		q.cond.Broadcast()
-		q.mu.Unlock()
-		switch f.typ {
-		case tStdout:
-			if p.stdout != nil {
-				p.stdout.Write(f.payload)
-			}
-		case tStderr:
-			if p.stderr != nil {
-				p.stderr.Write(f.payload)
-			}
-		case tData:
-			if p.data != nil && p.dataErr == nil {
-				_, p.dataErr = p.data.Write(f.payload)
-			}
-		case 0:
-			close(p.result)
-			return
-		default:
-			p.result <- f
-			return
-		}
-	}
 }

@@ -31,9 +31,6 @@ type JobInfo struct {
 	Started   time.Time `json:"started"`
 	Running   bool      `json:"running"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
-	// Deadline is when the job is killed if it still runs (zero = never).
-	Deadline time.Time `json:"deadline,omitzero"`
-	TimedOut bool      `json:"timed_out,omitempty"`
 }
 
 // JobOutputReply is a poll or wait reply.
@@ -43,9 +40,6 @@ type JobOutputReply struct {
 	Stderr    []byte `json:"stderr"`
 	Truncated bool   `json:"truncated,omitempty"`
 }
-
-// ExitJobTimeout is the exit code of a job killed at its deadline (terminal.job_timeout).
-const ExitJobTimeout = 124
 
 // maxPoll bounds the new output one poll returns per stream.
 const maxPoll = 1 << 20
@@ -99,23 +93,6 @@ func (s *Server) jobStart(req CallRequest) (*JobInfo, error) {
 	if strings.TrimSpace(script) == "" {
 		return nil, fmt.Errorf("empty command: %w", errInvalid)
 	}
-	s.jobMu.Lock()
-	defer s.jobMu.Unlock()
-	if req.MaxJobs > 0 {
-		jobs, err := s.jobList()
-		if err != nil {
-			return nil, err
-		}
-		running := 0
-		for _, j := range jobs {
-			if j.Running {
-				running++
-			}
-		}
-		if running >= req.MaxJobs {
-			return nil, fmt.Errorf("%d background jobs already run in this session, the limit (terminal.max_jobs): wait for one or kill one first: %w", running, errLimit)
-		}
-	}
 	p, err := s.prepare(RunRequest{Argv: []Bytes{"true"}, Dir: req.Run.Dir, Env: req.Run.Env})
 	if err != nil {
 		return nil, err
@@ -144,16 +121,6 @@ func (s *Server) jobStart(req CallRequest) (*JobInfo, error) {
 	}
 	info := &JobInfo{ID: jid, Command: script, PID: proc.Pid, StartTime: procStartTicks(proc.Pid),
 		Started: time.Now().UTC(), Running: true}
-	if req.Run.TimeoutMS > 0 {
-		limit := time.Duration(req.Run.TimeoutMS) * time.Millisecond
-		info.Deadline = info.Started.Add(limit)
-		// While this helper lives, a timer ends the job on time; any later look at the job
-		// (list, poll, wait) ends it too once its deadline has passed.
-		t := time.AfterFunc(limit, func() { _, _, _ = s.loadJob(jid) })
-		s.mu.Lock()
-		s.timers = append(s.timers, t)
-		s.mu.Unlock()
-	}
 	if err := writeJSON(filepath.Join(dir, "meta.json"), info); err != nil {
 		return nil, err
 	}
@@ -212,26 +179,15 @@ func (s *Server) loadJob(jid string) (*JobInfo, string, error) {
 	return &info, dir, nil
 }
 
-// refresh fills Running and ExitCode from the exit file and the process table, and ends a job
-// that ran past its deadline (exit code 124).
+// refresh fills Running and ExitCode from the exit file and the process table.
 func (s *Server) refresh(info *JobInfo, dir string) {
 	if b, err := os.ReadFile(filepath.Join(dir, "exit")); err == nil {
 		if code, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			info.Running, info.ExitCode = false, &code
-			_, err := os.Stat(filepath.Join(dir, "timed_out"))
-			info.TimedOut = err == nil
 			return
 		}
 	}
 	alive := unix.Kill(info.PID, 0) == nil && procStartTicks(info.PID) == info.StartTime
-	if alive && !info.Deadline.IsZero() && time.Now().After(info.Deadline) {
-		_ = os.WriteFile(filepath.Join(dir, "timed_out"), nil, 0o600)
-		_ = os.WriteFile(filepath.Join(dir, "exit"), []byte(strconv.Itoa(ExitJobTimeout)+"\n"), 0o600)
-		proctree.Kill(info.PID)
-		code := ExitJobTimeout
-		info.Running, info.ExitCode, info.TimedOut = false, &code, true
-		return
-	}
 	info.Running = alive
 	if !alive {
 		// Killed before its supervisor could record an exit code.

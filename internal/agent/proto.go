@@ -202,9 +202,6 @@ type ExitInfo struct {
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Cwd         string `json:"cwd"`
 	DurationNS  int64  `json:"duration_ns"`
-	// StateError says why the command's changes to the working directory and exported
-	// environment could not be saved; "" when they were (or there was nothing to save).
-	StateError string `json:"state_error,omitempty"`
 }
 
 // ErrorKind classifies a failure the helper reports; clients map it to sentinel errors.
@@ -218,8 +215,6 @@ const (
 	KindInvalid     ErrorKind = "invalid"
 	KindUnsupported ErrorKind = "unsupported"
 	KindIO          ErrorKind = "io"
-	// KindLimit: a session limit (terminal.max_jobs) was reached.
-	KindLimit ErrorKind = "limit"
 )
 
 // RemoteError is a failure the helper reports for a call or run.
@@ -244,8 +239,6 @@ type CallRequest struct {
 	WaitMS int64 `json:"wait_ms,omitempty"`
 	// Env is for seed_env: variables passed through from the caller's host.
 	Env map[string]Bytes `json:"env,omitempty"`
-	// MaxJobs, for job_start, refuses a job when that many already run (0 = no limit).
-	MaxJobs int `json:"max_jobs,omitempty"`
 }
 
 // Call operations.

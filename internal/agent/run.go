@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -24,44 +23,32 @@ const (
 	reasonResize    = "resize"
 )
 
-// wrapper runs the user's script in the session's shell. The working directory and the
-// exported environment are saved when the script returns, and by an exit trap when it calls
-// exit, so `cd` and `export` carry over even when the script sets its own EXIT trap. The save
-// ends with a marker (stateEnd), so a save cut short (a full disk) is recognised. The script
-// arrives in an environment variable (or a file, when large) so it is never parsed by anything
-// but the shell. The wrapper is one line, so the shell's error messages carry the user's own
-// line numbers ("line 1: nosuchprog: command not found").
+// wrapper runs the user's script in the session's shell. The exit trap saves the working
+// directory and exported environment, so `cd` and `export` carry over, even when the script
+// calls exit. The script arrives in an environment variable (or a file, when large) so it is
+// never parsed by anything but the shell. The wrapper is one line, so the shell's error
+// messages carry the user's own line numbers ("line 1: nosuchprog: command not found").
 const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE; ` +
 	`unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE; ` +
-	`__hermes_save() { { printf "%s\0" "$PWD"; export -p; printf "\0hermes-state-end\n"; } 2>/dev/null >"$__hermes_st" || :; __hermes_saved=1; }; ` +
-	`trap '__hermes_rc=$?; [ -n "$__hermes_saved" ] || __hermes_save; exit $__hermes_rc' EXIT; ` +
-	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi; ` +
-	`__hermes_rc=$?; __hermes_save; exit $__hermes_rc`
-
-// stateEnd closes a complete state save.
-const stateEnd = "hermes-state-end\n"
+	`trap '__hermes_rc=$?; { printf "%s\0" "$PWD"; export -p; } >"$__hermes_st" 2>/dev/null; exit $__hermes_rc' EXIT; ` +
+	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi`
 
 // largeScript is the size above which a script goes through a file: one environment string
 // may not exceed 128 KiB on Linux.
 const largeScript = 64 << 10
 
 type run struct {
-	s  *Server
-	id uint32
-	// in queues stdin frames for a command that reads stdin; a copier feeds its pipe, so
-	// a command that does not read never blocks the stream.
-	in *stdinQueue
-
-	stdin   *os.File // the terminal of a TTY session
+	s       *Server
+	id      uint32
+	proc    *os.Process
+	stdin   *os.File
 	stdinMu sync.Mutex
-	pty     *os.File // set for terminal sessions
 
-	mu        sync.Mutex
-	proc      *os.Process
-	reason    string        // why it was killed, if it was
-	exited    bool          // the main process is gone: its pid may be reused, so kill must not act
-	cancelled chan struct{} // closed when a command that has not started yet is killed
-	turn      chan struct{} // closed when a queued command may start
+	pty *os.File // set for terminal sessions
+
+	mu     sync.Mutex
+	reason string // why it was killed, if it was
+	exited bool   // the main process is gone: its pid may be reused, so kill must not act
 }
 
 func randomHex(n int) string {
@@ -110,9 +97,12 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 	}
 	p := &prepared{cwd: cwd, env: env}
 	if req.Script != "" && len(req.Argv) == 0 {
-		if argv, ok := plainArgv(string(req.Script), env, cwd); ok {
-			p.argv = argv
-			return p, nil
+		if argv, ok := simpleCommand(string(req.Script), env); ok {
+			if path, err := lookPath(argv[0], envGet(env, "PATH"), cwd); err == nil {
+				p.argv = append([]string{path}, argv[1:]...)
+				return p, nil
+			}
+			// Not found, or not executable: the shell says so in its own words.
 		}
 	}
 	switch {
@@ -145,32 +135,6 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 	return p, nil
 }
 
-// plainArgv returns the resolved argv of a script that is one plain command which exists; a
-// command that is not found or not executable goes through the shell, which says so in its
-// own words.
-func plainArgv(script string, env []string, cwd string) ([]string, bool) {
-	argv, ok := simpleCommand(script, env)
-	if !ok {
-		return nil, false
-	}
-	path, err := lookPath(argv[0], envGet(env, "PATH"), cwd)
-	if err != nil {
-		return nil, false
-	}
-	return append([]string{path}, argv[1:]...), true
-}
-
-// changesState reports whether req runs through the session's shell, which reads and saves
-// the session's state. Such commands run one at a time, in arrival order.
-func (s *Server) changesState(req RunRequest) bool {
-	if req.Script == "" || len(req.Argv) > 0 {
-		return false
-	}
-	cwd, env := s.state.snapshot()
-	_, plain := plainArgv(string(req.Script), env, cwd)
-	return !plain
-}
-
 func (p *prepared) cleanup() {
 	if p.stateF != "" {
 		os.Remove(p.stateF)
@@ -181,73 +145,31 @@ func (p *prepared) cleanup() {
 }
 
 func (s *Server) startRun(id uint32, req RunRequest) {
-	rn := &run{s: s, id: id, cancelled: make(chan struct{})}
-	if req.Stdin {
-		rn.in = newStdinQueue()
-	}
-	s.mu.Lock()
-	s.runs[id] = rn
-	s.mu.Unlock()
-	s.goTracked(func() { rn.execute(req) })
-}
-
-// forget removes the run from the table of running commands.
-func (rn *run) forget() {
-	rn.s.mu.Lock()
-	delete(rn.s.runs, rn.id)
-	rn.s.mu.Unlock()
-	rn.closeStdin()
-}
-
-// execute waits for the command's turn (when it goes through the shell), starts it, waits for
-// it and reports its exit.
-func (rn *run) execute(req RunRequest) {
-	s := rn.s
-	start := time.Now()
-	if s.changesState(req) {
-		// One at a time and in arrival order within this helper, and under the state lock
-		// across helpers of the same session, so no command's cd or export is lost.
-		if !s.queue.acquire(rn) {
-			rn.endUnstarted(start)
-			return
-		}
-		defer s.queue.release()
-		unlock, ok := lockState(s.opts.StateDir, rn.cancelled)
-		if !ok {
-			rn.endUnstarted(start)
-			return
-		}
-		defer unlock()
-		s.state.refresh()
-	}
 	p, err := s.prepare(req)
 	if err != nil {
-		rn.forget()
-		s.sendErrFrom(rn.id, err)
+		s.sendErrFrom(id, err)
 		return
 	}
+	start := time.Now()
 	if p.notFound != "" {
-		rn.forget()
-		_ = s.out.write(tStderr, rn.id, []byte("hermes: "+p.notFound+"\n"))
-		_ = s.send(tExit, rn.id, ExitInfo{Code: p.exitCode, Cwd: p.cwd, DurationNS: int64(time.Since(start))})
+		_ = s.out.write(tStderr, id, []byte("hermes: "+p.notFound+"\n"))
+		_ = s.send(tExit, id, ExitInfo{Code: p.exitCode, Cwd: p.cwd, DurationNS: int64(time.Since(start))})
 		return
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		rn.forget()
-		s.sendErrFrom(rn.id, err)
+		s.sendErrFrom(id, err)
 		return
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		rn.forget()
-		s.sendErrFrom(rn.id, err)
+		s.sendErrFrom(id, err)
 		return
 	}
 	var stdinR, stdinW *os.File
-	if rn.in != nil {
+	if req.Stdin {
 		stdinR, stdinW, err = os.Pipe()
 	} else {
 		stdinR, err = os.Open(os.DevNull)
@@ -257,21 +179,7 @@ func (rn *run) execute(req RunRequest) {
 		outW.Close()
 		errR.Close()
 		errW.Close()
-		rn.forget()
-		s.sendErrFrom(rn.id, err)
-		return
-	}
-	rn.mu.Lock()
-	if rn.reason != "" {
-		// Killed just before it could start.
-		rn.mu.Unlock()
-		for _, f := range []*os.File{outR, outW, errR, errW, stdinR, stdinW} {
-			if f != nil {
-				f.Close()
-			}
-		}
-		p.cleanup()
-		rn.endUnstarted(start)
+		s.sendErrFrom(id, err)
 		return
 	}
 	var proc *os.Process
@@ -283,8 +191,6 @@ func (rn *run) execute(req RunRequest) {
 			Sys:   &syscall.SysProcAttr{Setpgid: true},
 		})
 	})
-	rn.proc = proc
-	rn.mu.Unlock()
 	stdinR.Close()
 	outW.Close()
 	errW.Close()
@@ -295,27 +201,14 @@ func (rn *run) execute(req RunRequest) {
 			stdinW.Close()
 		}
 		p.cleanup()
-		rn.forget()
-		s.sendErrFrom(rn.id, fmt.Errorf("start %s: %w", p.argv[0], err))
+		s.sendErrFrom(id, fmt.Errorf("start %s: %w", p.argv[0], err))
 		return
 	}
-	if stdinW != nil {
-		s.goTracked(func() { rn.in.copyTo(stdinW) })
-	}
-	rn.wait(p, req, outR, errR, start)
-}
-
-// endUnstarted reports the exit of a command killed before it started.
-func (rn *run) endUnstarted(start time.Time) {
-	rn.forget()
-	ex := ExitInfo{Code: 130, Interrupted: true, DurationNS: int64(time.Since(start))}
-	rn.mu.Lock()
-	if rn.reason == reasonTimeout {
-		ex = ExitInfo{Code: 124, TimedOut: true, DurationNS: ex.DurationNS}
-	}
-	rn.mu.Unlock()
-	ex.Cwd, _ = rn.s.state.snapshot()
-	_ = rn.s.send(tExit, rn.id, ex)
+	rn := &run{s: s, id: id, proc: proc, stdin: stdinW}
+	s.mu.Lock()
+	s.runs[id] = rn
+	s.mu.Unlock()
+	s.goTracked(func() { rn.wait(p, req, outR, errR, start) })
 }
 
 func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time.Time) {
@@ -369,12 +262,10 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 	s.mu.Unlock()
 
 	ex := ExitInfo{DurationNS: int64(time.Since(start))}
-	signaled := false
 	if ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			ex.Code = 128 + int(ws.Signal())
 			ex.Signal = unix.SignalName(ws.Signal())
-			signaled = true
 		} else {
 			ex.Code = ps.ExitCode()
 		}
@@ -388,7 +279,16 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 
 	ex.Cwd = p.cwd
 	if p.stateF != "" {
-		ex.Cwd, ex.StateError = s.applyState(p, req, reason != "", signaled)
+		if b, err := os.ReadFile(p.stateF); err == nil {
+			if s.state.unchanged(b) {
+				ex.Cwd, _ = s.state.snapshot()
+			} else if cwd, env, err := parseTrapState(b); err == nil {
+				if err := s.state.update(b, cwd, env, fromBytesMap(req.Env)); err != nil {
+					_ = s.out.write(tStderr, rn.id, []byte("hermes: "+err.Error()+"\n"))
+				}
+				ex.Cwd = cwd
+			}
+		}
 	}
 	if ex.Cwd == "" {
 		ex.Cwd, _ = s.state.snapshot()
@@ -396,44 +296,7 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 	_ = s.send(tExit, rn.id, ex)
 }
 
-// applyState takes what a script saved into the session's state. It returns the working
-// directory after the script and, when the script's state could not be saved, why (a
-// command that was killed on purpose has nothing to save and reports nothing).
-func (s *Server) applyState(p *prepared, req RunRequest, killed, signaled bool) (string, string) {
-	b, err := os.ReadFile(p.stateF)
-	body, complete := bytes.CutSuffix(b, []byte("\x00"+stateEnd))
-	if err != nil || !complete {
-		cwd, _ := s.state.snapshot()
-		switch {
-		case killed:
-			return cwd, ""
-		case signaled:
-			return cwd, "the shell was killed before it could save them"
-		case err == nil || errors.Is(err, os.ErrNotExist):
-			return cwd, "the shell could not write them to " + s.opts.StateDir + " (is the disk full?), or the script replaced the shell with exec"
-		}
-		return cwd, "read the saved state: " + err.Error()
-	}
-	if s.state.unchanged(body) {
-		cwd, _ := s.state.snapshot()
-		return cwd, ""
-	}
-	cwd, env, err := parseTrapState(body)
-	if err != nil {
-		old, _ := s.state.snapshot()
-		return old, err.Error()
-	}
-	if err := s.state.update(body, cwd, env, fromBytesMap(req.Env)); err != nil {
-		return cwd, err.Error()
-	}
-	return cwd, ""
-}
-
 func (rn *run) stdinFrame(f frame) {
-	if rn.in != nil {
-		rn.in.push(f)
-		return
-	}
 	rn.stdinMu.Lock()
 	defer rn.stdinMu.Unlock()
 	if rn.stdin == nil {
@@ -452,13 +315,15 @@ func (rn *run) stdinFrame(f frame) {
 }
 
 func (rn *run) closeStdin() {
-	if rn.in != nil {
-		rn.in.close()
+	rn.stdinMu.Lock()
+	defer rn.stdinMu.Unlock()
+	if rn.stdin != nil {
+		rn.stdin.Close()
+		rn.stdin = nil
 	}
 }
 
-// kill ends the command's whole process tree; the first reason given wins. A command that
-// has not started yet never starts.
+// kill ends the command's whole process tree; the first reason given wins.
 func (rn *run) kill(reason string) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
@@ -466,10 +331,6 @@ func (rn *run) kill(reason string) {
 		return
 	}
 	rn.reason = reason
-	if rn.proc == nil {
-		close(rn.cancelled)
-		return
-	}
 	proctree.Kill(rn.proc.Pid)
 }
 

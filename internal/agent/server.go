@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 )
 
 // Options configure a helper.
@@ -39,9 +38,6 @@ type Server struct {
 
 	conf       *confiner // nil: commands start unconfined
 	confStatus ConfinementStatus
-	queue      fifo       // shell commands, one at a time
-	jobMu      sync.Mutex // job starts, so a job limit holds
-	timers     []*time.Timer
 
 	mu     sync.Mutex
 	runs   map[uint32]*run
@@ -157,9 +153,6 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 		pw.abort()
 		delete(s.writes, id)
 	}
-	for _, t := range s.timers {
-		t.Stop()
-	}
 	s.mu.Unlock()
 	s.wg.Wait()
 	if s.conf != nil {
@@ -249,16 +242,11 @@ func (s *Server) sendErrFrom(id uint32, err error) {
 		kind = KindPermission
 	case errors.Is(err, errInvalid):
 		kind = KindInvalid
-	case errors.Is(err, errLimit):
-		kind = KindLimit
 	}
 	s.sendErr(id, kind, err.Error())
 }
 
-var (
-	errInvalid = errors.New("invalid request")
-	errLimit   = errors.New("limit reached")
-)
+var errInvalid = errors.New("invalid request")
 
 // go runs fn in a goroutine that Serve waits for.
 func (s *Server) goTracked(fn func()) {

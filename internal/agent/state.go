@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -29,44 +28,6 @@ type sessionState struct {
 	// lastRaw is the last exit-trap output applied; the same output again changes nothing,
 	// which spares the parse and the save for most scripts.
 	lastRaw []byte
-	// stamp identifies the state file this helper last read or wrote; another helper of the
-	// same session (another process) that saved since changes it.
-	stamp fileStamp
-}
-
-// fileStamp tells one version of the state file from another (every save is a new file).
-type fileStamp struct {
-	ino, size int64
-	mtime     int64
-}
-
-func stampOf(path string) fileStamp {
-	var st unix.Stat_t
-	if unix.Stat(path, &st) != nil {
-		return fileStamp{}
-	}
-	return fileStamp{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano()}
-}
-
-// refresh reloads the state when another helper of the session saved it since.
-func (st *sessionState) refresh() {
-	stamp := stampOf(st.path)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if stamp == (fileStamp{}) || stamp == st.stamp {
-		return
-	}
-	b, err := os.ReadFile(st.path)
-	if err != nil {
-		return
-	}
-	var saved savedState
-	if json.Unmarshal(b, &saved) != nil || saved.Env == nil {
-		return
-	}
-	st.cwd, st.env, st.known = string(saved.Cwd), fromBytesMap(saved.Env), saved.Known
-	st.lastRaw = nil
-	st.stamp = stamp
 }
 
 type savedState struct {
@@ -80,7 +41,6 @@ type savedState struct {
 
 func loadState(dir string, initialEnv []string, initialCwd string) (*sessionState, error) {
 	st := &sessionState{path: filepath.Join(dir, "state.json")}
-	st.stamp = stampOf(st.path)
 	b, err := os.ReadFile(st.path)
 	if err == nil {
 		var saved savedState
@@ -207,14 +167,9 @@ func (st *sessionState) save() error {
 		return fmt.Errorf("agent: save state: %w", err)
 	}
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("agent: save state: %w", err)
 	}
-	if err := os.Rename(tmp, st.path); err != nil {
-		return fmt.Errorf("agent: save state: %w", err)
-	}
-	st.stamp = stampOf(st.path)
-	return nil
+	return os.Rename(tmp, st.path)
 }
 
 // update applies what a script's exit trap reported. keep names variables the command was

@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -42,31 +41,6 @@ type Options struct {
 	MapError func(op string, err error) error
 	// OnClose runs when the session is closed (optional).
 	OnClose func() error
-	// Limits bound what one session may use (zero values take the defaults).
-	Limits Limits
-}
-
-// Limits bound a session's resources (terminal.spill_limit, terminal.max_jobs,
-// terminal.job_timeout).
-type Limits struct {
-	// SpillLimit bounds one command's spill file (0 = sandbox.DefaultSpillLimit).
-	SpillLimit int64
-	// MaxJobs bounds the background jobs running at once (0 = DefaultMaxJobs, <0 = none).
-	MaxJobs int
-	// JobTimeout kills a background job that runs longer (0 = DefaultJobTimeout, <0 = none).
-	JobTimeout time.Duration
-}
-
-// Defaults for Limits.
-const (
-	DefaultMaxJobs    = 16
-	DefaultJobTimeout = 24 * time.Hour
-)
-
-// SpillDir is where a session's spill files go under a backend's output directory, so that
-// removing the session removes them.
-func SpillDir(base, backend, name string) string {
-	return filepath.Join(base, backend+"-"+name)
 }
 
 // Session is a sandbox.Session backed by a helper stream.
@@ -76,8 +50,7 @@ type Session struct {
 
 	mu        sync.Mutex
 	client    *agent.Client
-	starting  chan struct{} // closed when a start in progress ends
-	recreated bool          // not yet reported in a result
+	recreated bool // not yet reported in a result
 	closed    bool
 }
 
@@ -93,61 +66,30 @@ func New(opts Options) *Session {
 // Name returns the session name.
 func (s *Session) Name() string { return s.opts.Name }
 
-// Client returns a live helper client, starting one if needed. The lock is never held while
-// a helper starts (a container is created, a binary uploaded): callers wait for that start
-// without holding anything, and Close does not wait for it at all.
+// Client returns a live helper client, starting one if needed.
 func (s *Session) Client(ctx context.Context) (*agent.Client, error) {
-	for {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, s.wrap("exec", sandbox.ErrClosed)
-		}
-		if c := s.client; c != nil {
-			select {
-			case <-c.Done():
-				s.log.Debug("helper stream lost; restarting", "err", c.Err())
-				s.client = nil
-				s.mu.Unlock()
-				c.Close()
-				continue
-			default:
-				s.mu.Unlock()
-				return c, nil
-			}
-		}
-		if wait := s.starting; wait != nil {
-			s.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		done := make(chan struct{})
-		s.starting = done
-		s.mu.Unlock()
-
-		st, err := s.opts.Start(ctx)
-
-		s.mu.Lock()
-		s.starting = nil
-		close(done)
-		if err != nil {
-			s.mu.Unlock()
-			return nil, err
-		}
-		if s.closed {
-			s.mu.Unlock()
-			st.Client.Close()
-			return nil, s.wrap("exec", sandbox.ErrClosed)
-		}
-		s.client = st.Client
-		s.recreated = s.recreated || st.Recreated
-		s.mu.Unlock()
-		return st.Client, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, s.wrap("exec", sandbox.ErrClosed)
 	}
+	if s.client != nil {
+		select {
+		case <-s.client.Done():
+			s.log.Debug("helper stream lost; restarting", "err", s.client.Err())
+			s.client.Close()
+			s.client = nil
+		default:
+			return s.client, nil
+		}
+	}
+	st, err := s.opts.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.client = st.Client
+	s.recreated = s.recreated || st.Recreated
+	return s.client, nil
 }
 
 // takeRecreated reports (once) that the sandbox was recreated.
@@ -177,8 +119,6 @@ func (s *Session) wrap(op string, err error) error {
 			err = sandbox.WithKind(fs.ErrPermission, re)
 		case agent.KindUnsupported:
 			err = sandbox.WithKind(sandbox.ErrUnsupported, re)
-		case agent.KindLimit:
-			err = sandbox.WithKind(ErrLimit, re)
 		}
 	}
 	var se *sandbox.Error
@@ -187,9 +127,6 @@ func (s *Session) wrap(op string, err error) error {
 	}
 	return &sandbox.Error{Backend: s.opts.Backend, Op: op, ID: s.opts.Name, Err: err}
 }
-
-// ErrLimit says a session limit (terminal.max_jobs, mcp.max_sessions) was reached.
-var ErrLimit = errors.New("limit reached")
 
 // Exec runs cmd. On cancellation it returns the partial result (exit 130) together with an
 // error wrapping ctx.Err(); the process tree inside the sandbox is already gone by then.
@@ -202,8 +139,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	if err != nil {
 		return nil, s.wrap("exec", err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, SpillDir(s.opts.SpillDir, s.opts.Backend, s.opts.Name))
-	capture.SetSpillLimit(s.opts.Limits.SpillLimit)
+	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)
@@ -232,11 +168,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		return nil, s.wrap("exec", err)
 	}
 	res := &sandbox.Result{ExitCode: ex.Code, Cwd: ex.Cwd, Duration: time.Since(start),
-		TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, EnvironmentRecreated: s.takeRecreated(),
-		StateNotSaved: ex.StateError != ""}
-	if ex.StateError != "" {
-		s.log.Warn("session state not saved", "why", ex.StateError)
-	}
+		TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, EnvironmentRecreated: s.takeRecreated()}
 	if err := capture.Finish(res); err != nil {
 		s.log.Warn("output spill failed", "err", err)
 	}
@@ -354,18 +286,6 @@ func (s *Session) StartJob(ctx context.Context, cmd sandbox.Command) (sandbox.Jo
 	}
 	var info agent.JobInfo
 	req := agent.CallRequest{Op: "job_start", Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env)}}
-	switch l := s.opts.Limits; {
-	case l.JobTimeout == 0:
-		req.Run.TimeoutMS = DefaultJobTimeout.Milliseconds()
-	case l.JobTimeout > 0:
-		req.Run.TimeoutMS = max(l.JobTimeout.Milliseconds(), 1)
-	}
-	switch l := s.opts.Limits; {
-	case l.MaxJobs == 0:
-		req.MaxJobs = DefaultMaxJobs
-	case l.MaxJobs > 0:
-		req.MaxJobs = l.MaxJobs
-	}
 	if err := s.call(ctx, "job start", req, &info, nil, nil); err != nil {
 		return sandbox.JobStatus{}, err
 	}
@@ -460,8 +380,3 @@ func (s *Session) Shell(ctx context.Context, opts sandbox.TerminalOptions) (int,
 }
 
 var _ sandbox.Terminal = (*Session)(nil)
-
-// LimitsFrom takes a session's limits from a backend's factory options.
-func LimitsFrom(o sandbox.FactoryOptions) Limits {
-	return Limits{SpillLimit: o.SpillLimit, MaxJobs: o.MaxJobs, JobTimeout: o.JobTimeout}
-}

@@ -32,9 +32,6 @@ type app struct {
 	configFlag  string
 
 	registry *sandbox.Registry[*config.Config]
-	// ephemeral: this process removes the sessions it opens (an MCP server without
-	// --keep-sessions), so backends record it as their owner for gc.
-	ephemeral bool
 	// closers run when the command is done (the audit log).
 	closers []io.Closer
 }
@@ -117,7 +114,6 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.auditCmd(),
 		a.jobsCmd(),
 		agentCmd(),
-		a.ownerCmd(),
 	)
 	a.registerCompletions(root)
 	return root
@@ -142,7 +138,7 @@ func (a *app) getenv(name string) string {
 }
 
 func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
-	return cfg.BackendOptions(sandbox.FactoryOptions{Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir(), Ephemeral: a.ephemeral})
+	return cfg.BackendOptions(sandbox.FactoryOptions{Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir()})
 }
 
 // selectedName is the backend chosen by --sandbox, else by the configuration; "" for auto.

@@ -27,7 +27,6 @@ func newEnv(t *testing.T) *env {
 		// Sessions start here, never in the repository the tests run from.
 		"HERMES_SANDBOX_TERMINAL_CWD=" + dir,
 	}}
-	t.Cleanup(func() { stopOwners(t, filepath.Join(dir, "state")) })
 	return e
 }
 

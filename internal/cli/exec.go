@@ -41,8 +41,7 @@ func (a *app) execCmd() *cobra.Command {
 With -- ARGV..., the program runs with exactly these arguments, no shell involved.
 
 Output streams while the command runs. With --json, one JSON object is printed at the end:
-exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment_recreated,
-state_saved (false when the command's cd and export could not be saved: a warning goes to stderr).`,
+exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment_recreated.`,
 		Example: `  hermes-sandbox exec -c 'cd /tmp && export X=1'
   hermes-sandbox exec -c 'pwd; echo $X'          # prints /tmp and 1
   hermes-sandbox exec --timeout 10s -- python3 -c 'print(42)'
@@ -73,7 +72,6 @@ type execJSON struct {
 	DurationMS           float64 `json:"duration_ms"`
 	Cwd                  string  `json:"cwd"`
 	EnvironmentRecreated bool    `json:"environment_recreated"`
-	StateSaved           bool    `json:"state_saved"`
 }
 
 func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sandbox.Command, error) {
@@ -136,11 +134,7 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		}
 		f.session = "ephemeral-" + randomID()
 	}
-	open := a.openOwnedSession
-	if ephemeral {
-		open = a.openSession // a fresh sandbox of its own: nothing to keep warm
-	}
-	ctx, b, sess, done, err := open(ctx, cfg, f.session)
+	ctx, b, sess, done, err := a.openSession(ctx, cfg, f.session)
 	if err != nil {
 		return err
 	}
@@ -197,15 +191,12 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 	if res == nil {
 		return err
 	}
-	if res.StateNotSaved {
-		fmt.Fprintln(a.stderr, "hermes-sandbox: warning: the session state (working directory and exported variables) could not be saved, so the next command will not see this command's cd or export; is the disk or /tmp full?")
-	}
 	if f.json {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(execJSON{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 			Truncated: res.Truncated, OutputFile: res.OutputFile, DurationMS: float64(res.Duration.Microseconds()) / 1000,
-			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated, StateSaved: !res.StateNotSaved}); err != nil {
+			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated}); err != nil {
 			return err
 		}
 	} else {

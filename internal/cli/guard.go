@@ -27,11 +27,6 @@ func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Back
 	if err != nil {
 		return nil, err
 	}
-	return a.guard(cfg, b)
-}
-
-// guard wraps b in the gate.
-func (a *app) guard(cfg *config.Config, b sandbox.Backend) (sandbox.Backend, error) {
 	opts, err := a.gateOptions(cfg, b)
 	if err != nil {
 		b.Close()
@@ -43,16 +38,7 @@ func (a *app) guard(cfg *config.Config, b sandbox.Backend) (sandbox.Backend, err
 // openSession opens the named session behind the gate, with the terminal approver (if there
 // is a terminal) attached to the returned context. done releases everything.
 func (a *app) openSession(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
-	b, err := a.openBackend(ctx, cfg)
-	if err != nil {
-		return ctx, nil, nil, nil, err
-	}
-	return a.openSessionOn(ctx, cfg, b, name)
-}
-
-// openSessionOn is openSession on a given (ungated) backend.
-func (a *app) openSessionOn(ctx context.Context, cfg *config.Config, inner sandbox.Backend, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
-	b, err := a.guard(cfg, inner)
+	b, err := a.openGuarded(ctx, cfg)
 	if err != nil {
 		return ctx, nil, nil, nil, err
 	}

@@ -72,15 +72,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 				}
 			}
 			var firstErr error
-			stateDir := ""
-			if cfg, err := a.loadConfig(); err == nil {
-				stateDir = cfg.StateDir()
-			}
 			for _, n := range names {
-				// The session's owner lets go first, so the removed session is not served on.
-				if b, ok := m.(sandbox.Backend); ok && stateDir != "" {
-					stopOwner(cmd.Context(), stateDir, b.Name(), n)
-				}
 				if err := m.Remove(cmd.Context(), n); err != nil {
 					fmt.Fprintf(a.stderr, "hermes-sandbox: %v\n", err)
 					if firstErr == nil {

@@ -38,7 +38,6 @@ type envOptions struct {
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
 	secrets      []string      // values the gate redacts from output
-	maxSessions  int
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -84,7 +83,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		})
 	}
 	srv, err := mcpserver.New(mcpserver.Options{Backend: e.backend, Config: e.cfg, KeepSessions: o.keepSessions,
-		SessionTimeout: o.idle, MaxSessions: o.maxSessions, Version: "test"})
+		SessionTimeout: o.idle, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

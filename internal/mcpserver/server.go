@@ -42,9 +42,6 @@ import (
 // 2025-11-25 through the usual negotiation.
 var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// ErrTooManySessions says mcp.max_sessions sessions are open already.
-var ErrTooManySessions = errors.New("too many sessions")
-
 // SessionPrefix starts the name of every sandbox session the server opens.
 const SessionPrefix = "mcp-"
 
@@ -63,9 +60,6 @@ type Options struct {
 	// SessionTimeout closes an HTTP session, and so its sandbox session, after this long
 	// without a request; 0 means never.
 	SessionTimeout time.Duration
-	// MaxSessions bounds the MCP sessions with a sandbox session open at once
-	// (mcp.max_sessions); 0 means no limit. A tool call that would open one more fails.
-	MaxSessions int
 	// Version is reported to clients as the server version.
 	Version string
 	// Logger may be nil (discard).
@@ -215,11 +209,6 @@ func (s *Server) acquire(ctx context.Context, ss *mcp.ServerSession) (*session, 
 		return nil, nil, nil, fmt.Errorf("mcp server: shutting down: %w", sandbox.ErrClosed)
 	}
 	st, ok := s.sessions[ss]
-	if !ok && s.opts.MaxSessions > 0 && len(s.sessions) >= s.opts.MaxSessions {
-		n := len(s.sessions)
-		s.mu.Unlock()
-		return nil, nil, nil, fmt.Errorf("mcp server: %d sessions are open, the most mcp.max_sessions allows: end an idle session, or raise mcp.max_sessions: %w", n, ErrTooManySessions)
-	}
 	if !ok {
 		st = &session{ss: ss, name: SessionPrefix + shortID(), cancels: map[int]context.CancelFunc{},
 			done: make(chan struct{})}

@@ -46,7 +46,6 @@ type TerminalResult struct {
 	OutputFile           string  `json:"output_file" jsonschema:"where the full output was saved, on the host running hermes-sandbox"`
 	Cwd                  string  `json:"cwd" jsonschema:"the session's working directory after the command"`
 	EnvironmentRecreated bool    `json:"environment_recreated" jsonschema:"the sandbox was lost and made anew before this command: earlier files and shell state are gone"`
-	StateSaved           *bool   `json:"state_saved,omitempty" jsonschema:"false when the command's cd and export could not be saved (a full disk): the next command will not see them"`
 	TimedOut             bool    `json:"timed_out,omitzero"`
 	DurationMS           float64 `json:"duration_ms,omitzero"`
 	JobID                string  `json:"job_id,omitzero" jsonschema:"the background job's id, for the process tool"`
@@ -287,8 +286,6 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	out = TerminalResult{ExitCode: &code, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated,
 		OutputFile: res.OutputFile, Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated,
 		TimedOut: res.TimedOut, DurationMS: float64(res.Duration.Microseconds()) / 1000, RemainingToolCalls: capped(sb)}
-	saved := !res.StateNotSaved
-	out.StateSaved = &saved
 	return textResult(terminalText(res, timeout)), out, nil
 }
 
@@ -336,9 +333,6 @@ func terminalText(res *sandbox.Result, timeout time.Duration) string {
 	}
 	if res.EnvironmentRecreated {
 		b.WriteString("\n[note: the sandbox was lost and recreated before this command; earlier files and shell state are gone]")
-	}
-	if res.StateNotSaved {
-		b.WriteString("\n[warning: the session state (cwd and exported variables) could not be saved, so the next command will not see this command's cd or export; is the disk full?]")
 	}
 	return b.String()
 }

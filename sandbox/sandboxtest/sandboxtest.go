@@ -92,7 +92,6 @@ func run(t *testing.T, opts Options, gated bool) {
 		// It wraps the backend in a gate of its own, on the very session it prepares.
 		t.Run("GateWithState", s.testGateWithState)
 	}
-	s.runSessionCases(t)
 }
 
 var sessionSeq struct {
@@ -303,12 +302,7 @@ func (s *suite) leftovers(t *testing.T, sess sandbox.Session, marker string) int
 	// One grep over every command line; the bracket keeps grep from matching its own, and a
 	// process that ends meanwhile is an unreadable file, ignored.
 	script := fmt.Sprintf(`grep -l -- '%s' /proc/[0-9]*/cmdline 2>/dev/null | wc -l`, selfless(marker))
-	// As a program rather than a session script: it must not wait for a script that holds
-	// the session (scripts run one at a time).
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Argv: []string{"sh", "-c", script}})
-	if err != nil {
-		t.Fatalf("count leftovers: %v", err)
-	}
+	res := s.sh(t, sess, script)
 	var n int
 	if _, err := fmt.Sscan(res.Stdout, &n); err != nil || res.ExitCode != 0 {
 		t.Fatalf("counting processes in the sandbox: exit %d, stdout %q, stderr %q (%v)", res.ExitCode, res.Stdout, res.Stderr, err)
