@@ -28,6 +28,10 @@ func (s *Session) Shell(ctx context.Context, opts sandbox.TerminalOptions) (int,
 	if opts.Stdin == nil || opts.Stdout == nil {
 		return 0, fmt.Errorf("interactive shell: no terminal: %w", sandbox.ErrInvalidConfig)
 	}
+	// The gated shell is a door onto the backend's own; a backend without one has none.
+	if !s.b.inner.Capabilities().Terminal {
+		return 0, fmt.Errorf("interactive shell: the %s backend has no terminal here: %w", s.b.inner.Name(), sandbox.ErrUnsupported)
+	}
 	c := &call{tool: "shell", label: "interactive shell", command: "(interactive shell)", classify: ":", plain: true,
 		switches: []toolSwitch{{s.b.opts.Tools.ShellExecute, "shell_execute"}}}
 	if err := s.admit(ctx, c); err != nil {

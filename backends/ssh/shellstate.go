@@ -58,7 +58,7 @@ func parseExports(text string) (map[string]string, error) {
 				}
 				v := ""
 				if as.Value != nil {
-					if v, err = expand.Literal(nil, as.Value); err != nil {
+					if v, err = expand.Literal(&expand.Config{}, as.Value); err != nil {
 						return nil, err
 					}
 				}
@@ -66,7 +66,7 @@ func parseExports(text string) (map[string]string, error) {
 			}
 		case *syntax.CallExpr:
 			for _, w := range x.Args[min(1, len(x.Args)):] {
-				lit, err := expand.Literal(nil, w)
+				lit, err := expand.Literal(&expand.Config{}, w)
 				if err != nil {
 					return nil, err
 				}
