@@ -3,15 +3,14 @@ package vercel
 import (
 	"testing"
 
-	"github.com/hermes-sandbox/hermes-sandbox/config"
-	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
 // TestConformanceFake runs the whole suite through the backend's real code (credentials,
 // sandbox lifecycle, helper upload with fs/write, the helper on the PTY WebSocket, files
-// through fs/read and fs/write) against the fake Vercel API.
+// through fs/read and fs/write) against the fake Vercel API; the suite runs every check
+// again behind the policy gate itself.
 func TestConformanceFake(t *testing.T) {
 	s := newSetup(t)
 	sandboxtest.Run(t, sandboxtest.Options{
@@ -21,14 +20,3 @@ func TestConformanceFake(t *testing.T) {
 	})
 }
 
-// TestConformanceFakeGated runs the suite again with the policy gate in front, as the CLI
-// and the MCP server use the backend.
-func TestConformanceFakeGated(t *testing.T) {
-	s := newSetup(t)
-	sandboxtest.Run(t, sandboxtest.Options{
-		Slow: 2,
-		NewBackend: func(t testing.TB) sandbox.Backend {
-			return gate.Wrap(s.backend(t, nil), gate.Options{Mode: config.ApprovalOff, Tools: config.NewConfig().Tools})
-		},
-	})
-}
