@@ -48,7 +48,7 @@ func TestCLIAgainstFake(t *testing.T) {
 	if code, out, errOut := run("sessions", "list"); code != 0 || !strings.Contains(out, "default") {
 		t.Errorf("sessions list = %d %q %q; want the default session", code, out, errOut)
 	}
-	if code, out, errOut := run("sessions", "snapshot", "default"); code != 0 || !strings.Contains(out, "snapshot snap_") {
+	if code, out, errOut := run("sessions", "snapshot", "default"); code != 0 || !strings.Contains(out, "snapshot of default: snap_") {
 		t.Errorf("sessions snapshot = %d %q %q", code, out, errOut)
 	}
 	// The snapshot stopped the sandbox; the next exec resumes it with its files and state.
