@@ -19,4 +19,3 @@ func TestConformanceFake(t *testing.T) {
 		Slow: 2,
 	})
 }
-
