@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -111,16 +110,7 @@ func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sand
 	return c, nil
 }
 
-// execMemoryLimit is the soft heap limit of an `exec` process (unless GOMEMLIMIT is set):
-// output streams through in frames, so a busy machine that delays the garbage collector
-// must not let a flood of output grow the process (1 GiB of output stays within 64 MiB RSS).
-const execMemoryLimit = 40 << 20
-
 func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args []string) error {
-	if a.getenv("GOMEMLIMIT") == "" {
-		prev := debug.SetMemoryLimit(execMemoryLimit)
-		defer debug.SetMemoryLimit(prev)
-	}
 	c, err := a.buildCommand(cmd, f, args)
 	if err != nil {
 		return err
