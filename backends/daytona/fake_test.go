@@ -516,9 +516,16 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 	}
 }
 
-// stopLocked starts stopping b; f.mu is held.
+// stopLocked starts stopping b; f.mu is held. Its PTY sessions end as the stop is
+// accepted; the container stops in the background.
 func (f *fakeDaytona) stopLocked(b *fakeBox) {
 	b.state = "stopping"
+	for id, p := range b.ptys {
+		if p.close != nil {
+			p.close()
+		}
+		delete(b.ptys, id)
+	}
 	f.change(b, "stopped", f.stopContainer)
 }
 

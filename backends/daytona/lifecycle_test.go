@@ -79,9 +79,7 @@ func TestHibernateWake(t *testing.T) {
 		}
 		// Not waiting for "stopped": the command arrives while the stop is in progress,
 		// and the start it needs is refused with 409 until then.
-		if err := b.stopSandbox(ctxT(t, time.Minute), sb.ID); err != nil {
-			t.Fatal(err)
-		}
+		stopSeen(t, b, sess, sb.ID)
 		if how == "archived" {
 			waitState(t, f, name, "stopped")
 			if _, err := b.api.action(ctxT(t, time.Minute), sb.ID, "archive"); err != nil {
@@ -104,15 +102,32 @@ func TestHibernateWake(t *testing.T) {
 	// The helper removed while the sandbox slept: the wake notices at once and installs it.
 	run(t, sess, "rm -f ~/.hermes-sandbox/agent-*")
 	sb, _ := b.api.get(ctxT(t, time.Minute), name)
-	if err := b.stopSandbox(ctxT(t, time.Minute), sb.ID); err != nil {
-		t.Fatal(err)
-	}
+	stopSeen(t, b, sess, sb.ID)
 	uploads := f.count("UploadFile")
 	if res := run(t, sess, "cat ~/note"); res.Stdout != "dream\n" {
 		t.Errorf("after losing the helper: %q; want the file", res.Stdout)
 	}
 	if f.count("UploadFile") == uploads {
 		t.Error("the lost helper was not uploaded again")
+	}
+}
+
+// stopSeen stops the sandbox id and waits until sess has seen its helper stream end. A
+// command already in flight when a sandbox stops fails (it may have run); the wake tests
+// are about the next command.
+func stopSeen(t *testing.T, b *Backend, sess sandbox.Session, id string) {
+	t.Helper()
+	client, err := sess.(*session).Client(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.stopSandbox(ctxT(t, time.Minute), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-client.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the helper stream outlived the sandbox's stop by a minute")
 	}
 }
 
