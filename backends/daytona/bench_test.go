@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 )
 
 func p50ms(ds []time.Duration) float64 {
@@ -15,14 +15,7 @@ func p50ms(ds []time.Duration) float64 {
 	return float64(s[len(s)/2].Microseconds()) / 1000
 }
 
-func benchTrue(b *testing.B, sess sandbox.Session) time.Duration {
-	t := time.Now()
-	res, err := sess.Exec(context.Background(), sandbox.Command{Script: "true"})
-	if err != nil || res.ExitCode != 0 {
-		b.Fatalf("Exec(true) = %v, %v", res, err)
-	}
-	return time.Since(t)
-}
+var benchTrue = testenv.ExecTrue
 
 // BenchmarkWarmVsToolbox measures, in one run against the fake, the per-command cost of
 // `true` on a warm helper channel and the raw way: one toolbox /process/execute per command.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,36 +24,7 @@ const testLabel = "hermes-sandbox.test"
 
 var testRun = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if leaked := leftovers(); leaked != "" {
-		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leftovers removes and lists the containers and volumes labelled with this run.
-func leftovers() string {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	names := testenv.RemoveContainers(cli, testLabel+"="+testRun)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))})
-	if err == nil {
-		for _, v := range vols.Volumes {
-			names = append(names, "volume "+v.Name)
-			cli.VolumeRemove(ctx, v.Name, true)
-		}
-	}
-	return strings.Join(names, ", ")
-}
+func TestMain(m *testing.M) { testenv.Main(m, testLabel, testRun) }
 
 // needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine.
 func needEngine(t testing.TB) *client.Client {
@@ -150,28 +120,8 @@ func cleanScope(t testing.TB, b *Backend) {
 	}
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// run runs a script in sess and fails the test if the runner fails.
-func run(t testing.TB, sess sandbox.Session, script string) *sandbox.Result {
-	t.Helper()
-	res, err := sess.Exec(ctxT(t, 2*time.Minute), sandbox.Command{Script: script})
-	if err != nil {
-		t.Fatalf("Exec(%q) error = %v", script, err)
-	}
-	return res
-}
-
-func open(t testing.TB, b *Backend, name string) sandbox.Session {
-	t.Helper()
-	sess, err := b.Open(ctxT(t, time.Minute), name)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v", name, err)
-	}
-	t.Cleanup(func() { sess.Close() })
-	return sess
-}
+var (
+	ctxT = testenv.Ctx
+	open = testenv.Open
+	run  = testenv.Run
+)

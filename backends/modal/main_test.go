@@ -1,20 +1,17 @@
 package modal
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/client"
 
-	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv/dockerimage"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -23,25 +20,7 @@ const testLabel = "hermes-sandbox.test"
 
 var testRun = fmt.Sprintf("modal-%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if leaked := leftovers(); leaked != "" {
-		fmt.Fprintf(os.Stderr, "FAIL: the tests left containers behind (now removed): %s\n", leaked)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func leftovers() string {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	return strings.Join(testenv.RemoveContainers(cli, testLabel+"="+testRun), ", ")
-}
+func TestMain(m *testing.M) { testenv.Main(m, testLabel, testRun) }
 
 // needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine:
 // the fake runs its sandboxes as containers.
@@ -50,36 +29,10 @@ func needEngine(t testing.TB) *client.Client {
 	return testenv.DockerEngine(t, "the fake Modal runs sandboxes as containers and ")
 }
 
-var testImg struct {
-	sync.Mutex
-	ref string
-}
-
 // testImage is the busybox image the docker backend's tests use, imported the same way.
 func testImage(t testing.TB) string {
 	t.Helper()
-	cli := needEngine(t)
-	testImg.Lock()
-	defer testImg.Unlock()
-	if testImg.ref != "" {
-		return testImg.ref
-	}
-	dir, ref := testenv.BusyboxRootfs(t, "docker")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		cfg := config.NewConfig()
-		db, err := docker.NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), docker.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if _, err := db.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
-			t.Fatalf("import the test image: %v", err)
-		}
-	}
-	testImg.ref = ref
-	return ref
+	return dockerimage.Busybox(t, "the fake Modal runs sandboxes as containers and ", testenv.DefaultRootfs)
 }
 
 // newFake starts a fake Modal with the test image behind every registry tag it knows.
@@ -115,36 +68,11 @@ func newBackend(t testing.TB, f *fakeModal, state string, mut func(*config.Confi
 	return b
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func open(t testing.TB, b sandbox.Backend, name string) sandbox.Session {
-	t.Helper()
-	sess, err := b.Open(ctxT(t, time.Minute), name)
-	if err != nil {
-		t.Fatalf("Open(%q) = %v", name, err)
-	}
-	t.Cleanup(func() { sess.Close() })
-	return sess
-}
-
-// run runs a script and fails the test if the runner fails.
-func run(t testing.TB, sess sandbox.Session, script string) *sandbox.Result {
-	t.Helper()
-	res, err := sess.Exec(ctxT(t, 2*time.Minute), sandbox.Command{Script: script})
-	if err != nil {
-		t.Fatalf("Exec(%q) error = %v", script, err)
-	}
-	return res
-}
+var (
+	ctxT = testenv.Ctx
+	open = testenv.Open
+	run  = testenv.Run
+)
 
 // testLogger logs to the test at debug level when HERMES_SANDBOX_TEST_DEBUG is set.
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("HERMES_SANDBOX_TEST_DEBUG") == "" {
-		return nil
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+func testLogger(testing.TB) *slog.Logger { return testenv.Logger() }

@@ -1,25 +1,16 @@
 package vercel
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv/dockerimage"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -28,126 +19,29 @@ const testLabel = "hermes-sandbox.test.vercel"
 
 var testRun = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if leaked := leftovers(); leaked != "" {
-		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker containers behind (now removed): %s\n", leaked)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func leftovers() string {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", testLabel+"="+testRun))})
-	if err != nil {
-		return ""
-	}
-	var names []string
-	for _, c := range list {
-		names = append(names, strings.Join(c.Names, ","))
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-	}
-	return strings.Join(names, ", ")
-}
-
-var engine struct {
-	sync.Once
-	cli *client.Client
-	err error
-}
+func TestMain(m *testing.M) { testenv.Main(m, testLabel, testRun) }
 
 func needEngine(t testing.TB) *client.Client {
 	t.Helper()
-	engine.Do(func() {
-		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if engine.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, engine.err = engine.cli.Ping(ctx)
-	})
-	if engine.err != nil {
-		testenv.Missing(t, "docker", "the fake Vercel API runs each sandbox in a container, and no Docker engine answers: "+engine.err.Error())
-	}
-	return engine.cli
+	return testenv.DockerEngine(t, "the fake Vercel API runs each sandbox in a container, and ")
 }
 
-var testImg struct {
-	sync.Mutex
-	ref string
+// fakeRootfs is the fake's "runtime" image: root only, /vercel/sandbox (the default cwd),
+// a 1777 /tmp.
+var fakeRootfs = testenv.Rootfs{
+	Name:    "hermes-sandbox-test/vercel-busybox",
+	Layout:  "vercel-fake-rootfs-v2: /bin applets, root only, /tmp 1777, /vercel/sandbox",
+	Dirs:    []string{"tmp", "proc", "sys", "dev", "root", "vercel/sandbox"},
+	TmpMode: 0o1777,
+	Passwd:  "root:x:0:0:root:/root:/bin/sh\n",
+	Group:   "root:x:0:\n",
 }
 
 // testImage is a busybox-static root filesystem imported through backends/docker's Import
-// (the Engine API): the fake's "runtime" image. /vercel/sandbox is the default cwd.
+// (the Engine API).
 func testImage(t testing.TB) string {
 	t.Helper()
-	cli := needEngine(t)
-	testenv.AgentBinary(t)
-	testImg.Lock()
-	defer testImg.Unlock()
-	if testImg.ref != "" {
-		return testImg.ref
-	}
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		testenv.Missing(t, "docker", "the fake's image needs busybox-static: apt-get install busybox-static")
-	}
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(bb, "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
-	const layout = "vercel-fake-rootfs-v1"
-	sum := sha256.Sum256(append(data, layout...))
-	ref := "hermes-sandbox-test/vercel-busybox:" + hex.EncodeToString(sum[:])[:12]
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := cli.ImageInspect(ctx, ref); err == nil {
-		testImg.ref = ref
-		return ref
-	}
-	dir := t.TempDir()
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "sys", "dev", "root", "usr/bin", "vercel/sandbox"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.Chmod(filepath.Join(dir, "tmp"), 0o1777)
-	if err := os.WriteFile(filepath.Join(dir, "bin", "busybox"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range strings.Fields(string(out)) {
-		if a != "busybox" {
-			os.Symlink("busybox", filepath.Join(dir, "bin", a))
-		}
-	}
-	os.Symlink("/bin/env", filepath.Join(dir, "usr", "bin", "env"))
-	os.WriteFile(filepath.Join(dir, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "etc", "group"), []byte("root:x:0:\n"), 0o644)
-	cfg := config.NewConfig()
-	db, err := docker.NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), docker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ImportImage(ctx, sandbox.ImageSource{RootfsDir: dir, Tag: ref}, sandbox.Progress{}); err != nil {
-		t.Fatalf("import the fake's image: %v", err)
-	}
-	testImg.ref = ref
-	return ref
+	return dockerimage.Busybox(t, "the fake Vercel API runs each sandbox in a container, and ", fakeRootfs)
 }
 
 // setup is a fake API plus what a backend needs to reach it.
@@ -187,17 +81,7 @@ func (s *setup) backend(t testing.TB, mut func(*config.Config)) *Backend {
 	return b
 }
 
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func run(t testing.TB, sess sandbox.Session, script string) *sandbox.Result {
-	t.Helper()
-	res, err := sess.Exec(ctxT(t, 2*time.Minute), sandbox.Command{Script: script})
-	if err != nil {
-		t.Fatalf("Exec(%q) error = %v", script, err)
-	}
-	return res
-}
+var (
+	ctxT = testenv.Ctx
+	run  = testenv.Run
+)
