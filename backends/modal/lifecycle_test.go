@@ -105,12 +105,13 @@ func TestSandboxNames(t *testing.T) {
 	}
 }
 
-// TestTimeoutRecreates: when the sandbox's lifetime ends, the next command makes a new one and
-// says so; the old files are gone.
+// TestTimeoutRecreates: when the sandbox's lifetime (modal.timeout) ends, the next command
+// makes a new one and says so; the old files are gone. The fake ends the sandbox the way its
+// lifetime timer does (status TIMEOUT) when the test says so, so a slow first command on a
+// loaded machine cannot outlive a short lifetime.
 func TestTimeoutRecreates(t *testing.T) {
 	f := newFake(t)
-	// Long enough for a first command on a loaded machine (the fake counts from the start).
-	b := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Modal.Timeout = 8 * time.Second })
+	b := newBackend(t, f, t.TempDir(), func(c *config.Config) { c.Modal.Timeout = 7 * time.Minute })
 	sess := open(t, b, "ttl")
 	if res := run(t, sess, "touch /tmp/mark && echo ok"); res.Stdout != "ok\n" || res.EnvironmentRecreated {
 		t.Fatalf("first command = %+v", res)
@@ -119,7 +120,10 @@ func TestTimeoutRecreates(t *testing.T) {
 	if first == nil {
 		t.Fatal("no running sandbox after the first command")
 	}
-	waitFor(t, time.Minute, "the sandbox to time out", func() bool { return !first.running() })
+	if got := first.def.GetTimeoutSecs(); got != 420 {
+		t.Errorf("sandbox created with timeout %ds; want modal.timeout's 420", got)
+	}
+	f.terminate(first, pb.GenericResult_GENERIC_STATUS_TIMEOUT)
 	res := run(t, sess, "ls /tmp/mark 2>/dev/null; echo after")
 	if !res.EnvironmentRecreated || res.Stdout != "after\n" {
 		t.Errorf("after the timeout: stdout %q, recreated %v; want a fresh sandbox (no /tmp/mark) and recreated=true", res.Stdout, res.EnvironmentRecreated)
@@ -128,8 +132,11 @@ func TestTimeoutRecreates(t *testing.T) {
 		t.Errorf("recreated is reported more than once")
 	}
 	// A later process sees the same: its record names a sandbox that is gone.
-	first2 := f.sandboxByName(b.sandboxName("ttl"))
-	waitFor(t, time.Minute, "the second sandbox to time out", func() bool { return first2 != nil && !first2.running() })
+	second := f.sandboxByName(b.sandboxName("ttl"))
+	if second == nil || second == first {
+		t.Fatal("no new sandbox after the timeout")
+	}
+	f.terminate(second, pb.GenericResult_GENERIC_STATUS_TIMEOUT)
 	b2 := newBackend(t, f, b.opts.StateDir, nil)
 	if res := run(t, open(t, b2, "ttl"), "true"); !res.EnvironmentRecreated {
 		t.Errorf("a new process after the timeout did not report environment_recreated")
