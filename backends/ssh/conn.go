@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -188,43 +189,36 @@ func (h *host) watch(l *live) {
 	h.log.Debug("ssh connection ended", "endpoint", h.s.target.String(), "err", err)
 }
 
-// keepalive sends keepalive@openssh.com every interval; three unanswered in a row close the
-// connection, so a dead peer is noticed and the next command reconnects.
+// keepalive sends keepalive@openssh.com every interval. When the server has answered none
+// of them for three intervals, the connection is closed, so a dead peer is noticed and the
+// next command reconnects. A late answer counts as an answer (as ServerAliveCountMax does):
+// a busy server is not a dead one.
 func (h *host) keepalive(l *live) {
 	defer h.wg.Done()
 	t := time.NewTicker(h.s.keepalive)
 	defer t.Stop()
-	missed := 0
+	var lastReply atomic.Int64
+	lastReply.Store(time.Now().UnixNano())
 	for {
 		select {
 		case <-l.dead:
 			return
 		case <-t.C:
 		}
-		reply := make(chan struct{})
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			// Returns when the server answers or the connection closes.
-			_, _, _ = l.client.SendRequest("keepalive@openssh.com", true, nil)
-			close(reply)
-		}()
-		timer := time.NewTimer(h.s.keepalive)
-		select {
-		case <-reply:
-			missed = 0
-		case <-timer.C:
-			missed++
-		case <-l.dead:
-			timer.Stop()
-			return
-		}
-		timer.Stop()
-		if missed >= 3 {
+		if time.Since(time.Unix(0, lastReply.Load())) > 3*h.s.keepalive {
 			h.log.Warn("ssh server stopped answering keepalives; closing the connection", "endpoint", h.s.target.String())
 			l.client.Close()
 			return
 		}
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			// Returns when the server answers or the connection closes; requests queue
+			// behind an unanswered one.
+			if _, _, err := l.client.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+				lastReply.Store(time.Now().UnixNano())
+			}
+		}()
 	}
 }
 

@@ -360,6 +360,16 @@ Host bastion
 
 func TestKeepaliveDetectsDeadPeer(t *testing.T) {
 	d := newTestSSHD(t)
+	// The helper is uploaded first on a direct connection: with a keepalive this short, a
+	// busy machine can hold a reply back behind megabytes of upload for longer than three
+	// intervals, which is not what this test is about.
+	direct := d.backendWith(t, d.config(), nil, Options{})
+	warm, err := direct.Open(testCtx(t, 30*time.Second), "ka-warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, warm, "true")
+	warm.Close()
 	px := newFreezingProxy(t, fmt.Sprintf("127.0.0.1:%d", d.port))
 	cfg := d.config()
 	cfg.SSH.Port = px.port
