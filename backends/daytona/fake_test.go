@@ -228,8 +228,13 @@ func (f *fakeDaytona) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}()
 		}
 	}
-	body, _ := io.ReadAll(r.Body)
+	body, err := io.ReadAll(r.Body)
 	r.Body.Close()
+	if err != nil {
+		// The client went away mid-request (a cancelled call): the service sees a broken
+		// connection, not a malformed request, and nothing happens.
+		return
+	}
 	var router routers.Router
 	var rest, sbID string
 	switch {
