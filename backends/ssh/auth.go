@@ -52,6 +52,17 @@ type authState struct {
 	problems []string
 	step     int
 	closers  []io.Closer // ssh-agent connections, closed after the handshake
+	// local runs local work (key decryption, passphrase prompts) off the connect timeout.
+	local func(func())
+}
+
+// offClock runs f through a.local when there is one.
+func (a *authState) offClock(f func()) {
+	if a.local == nil {
+		f()
+		return
+	}
+	a.local(f)
 }
 
 // close releases what authentication opened.
@@ -216,7 +227,9 @@ func (a *authState) loadKey(k keyFile) (gossh.Signer, error) {
 		return nil, &KeyFileError{k.path, fmt.Errorf("not a usable private key: %w", err)}
 	}
 	if a.s.passphrase != "" {
-		s, err := gossh.ParsePrivateKeyWithPassphrase(pem, []byte(a.s.passphrase.Reveal()))
+		var s gossh.Signer
+		var err error
+		a.offClock(func() { s, err = gossh.ParsePrivateKeyWithPassphrase(pem, []byte(a.s.passphrase.Reveal())) })
 		if err != nil {
 			if errors.Is(err, x509.IncorrectPasswordError) {
 				return nil, &KeyFileError{k.path, errors.New("ssh.key_passphrase does not decrypt it: fix it with `hermes-sandbox config set ssh.key_passphrase …`")}
@@ -232,7 +245,7 @@ func (a *authState) loadKey(k keyFile) (gossh.Signer, error) {
 			pub, _, _, _, _ = gossh.ParseAuthorizedKey(b)
 		}
 	}
-	ls := &lazySigner{path: k.path, pem: pem, pub: pub, prompt: a.prompt, cache: a.keys}
+	ls := &lazySigner{path: k.path, pem: pem, pub: pub, prompt: a.prompt, cache: a.keys, local: a.offClock}
 	if pub == nil {
 		// The public half is unknown, so the server cannot be asked first: decrypt now.
 		if err := ls.decrypt(); err != nil {
@@ -251,6 +264,7 @@ type lazySigner struct {
 	pub    gossh.PublicKey
 	prompt PromptFunc
 	cache  *keyCache
+	local  func(func()) // runs the prompt and the decryption off the connect timeout
 
 	mu     sync.Mutex
 	signer gossh.Signer
@@ -266,12 +280,19 @@ func (l *lazySigner) decrypt() error {
 	if prompt == nil {
 		prompt = terminalPrompt
 	}
+	local := l.local
+	if local == nil {
+		local = func(f func()) { f() }
+	}
 	for attempt := 0; attempt < 3; attempt++ {
-		pass, err := prompt(fmt.Sprintf("Enter passphrase for key '%s': ", l.path))
+		var pass string
+		var err error
+		local(func() { pass, err = prompt(fmt.Sprintf("Enter passphrase for key '%s': ", l.path)) })
 		if err != nil {
 			return &KeyFileError{l.path, fmt.Errorf("it is encrypted and the passphrase cannot be asked for (%w): set it with `hermes-sandbox config set ssh.key_passphrase …` (stored in secrets.yaml), or add the key to ssh-agent", err)}
 		}
-		s, err := gossh.ParsePrivateKeyWithPassphrase(l.pem, []byte(pass))
+		var s gossh.Signer
+		local(func() { s, err = gossh.ParsePrivateKeyWithPassphrase(l.pem, []byte(pass)) })
 		if errors.Is(err, x509.IncorrectPasswordError) {
 			continue
 		}

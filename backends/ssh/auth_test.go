@@ -90,6 +90,16 @@ func TestEncryptedKey(t *testing.T) {
 			t.Errorf("prompted %q; want once, naming the key", asked)
 		}
 	})
+	t.Run("slow prompt", func(t *testing.T) {
+		// A person takes longer to type a passphrase than ssh.connect_timeout allows the
+		// server: the time spent at the prompt is not the server's.
+		c := cfg()
+		c.SSH.ConnectTimeout = time.Second
+		prompt := func(string) (string, error) { time.Sleep(2 * time.Second); return "s3cret", nil }
+		if err := d.backendWith(t, c, nil, Options{Prompt: prompt}).Check(testCtx(t, 30*time.Second)); err != nil {
+			t.Fatalf("Check(encrypted key, slow prompt, connect_timeout 1s) = %v", err)
+		}
+	})
 	t.Run("no terminal", func(t *testing.T) {
 		prompt := func(string) (string, error) { return "", ErrNoTerminal }
 		err := d.backendWith(t, cfg(), nil, Options{Prompt: prompt}).Check(testCtx(t, 30*time.Second))

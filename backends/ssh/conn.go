@@ -460,41 +460,45 @@ func (d *dialer) dialHop(ctx context.Context, s *settings, ep endpoint, via *gos
 	if err != nil {
 		return nil, &DialError{Role: role, Endpoint: ep, Timeout: s.connectTimeout, Err: contextual(ctx, hctx, err)}
 	}
+	// The handshake has no context of its own: closing the socket ends it. ssh.connect_timeout
+	// bounds the server's part; decrypting a key or asking for its passphrase pauses it.
+	ht := newHandshakeTimer(s.connectTimeout, func() { nc.Close() })
 	verified := false
-	as := &authState{ep: ep, s: s, prompt: d.prompt, keys: d.keys}
+	as := &authState{ep: ep, s: s, prompt: d.prompt, keys: d.keys, local: ht.local}
 	cfg := &gossh.ClientConfig{
 		User:              ep.user,
 		HostKeyCallback:   d.hostKeys.callback(ep.addr(), &verified),
 		HostKeyAlgorithms: d.hostKeys.algorithms(ep.addr()),
 		AuthCallback:      as.next,
-		Timeout:           s.connectTimeout,
 	}
-	// The handshake has no context of its own: closing the socket ends it.
 	stop := make(chan struct{})
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		select {
-		case <-hctx.Done():
+		case <-ctx.Done():
 			nc.Close()
 		case <-stop:
 		}
 	}()
 	c, chans, reqs, err := gossh.NewClientConn(nc, ep.addr(), cfg)
 	as.close()
+	timedOut := ht.stop()
 	close(stop)
 	<-watchDone
-	if err == nil && hctx.Err() != nil {
+	if err == nil && (timedOut || ctx.Err() != nil) {
 		c.Close()
-		err = hctx.Err()
+		err = errors.Join(ctx.Err(), errConnectTimeout)
 	}
 	if err != nil {
 		var hke *HostKeyError
 		switch {
 		case errors.As(err, &hke):
 			return nil, &DialError{Role: role, Endpoint: ep, Err: hke}
-		case hctx.Err() != nil:
-			return nil, &DialError{Role: role, Endpoint: ep, Timeout: s.connectTimeout, Err: contextual(ctx, hctx, err), Handshake: true}
+		case ctx.Err() != nil:
+			return nil, &DialError{Role: role, Endpoint: ep, Timeout: s.connectTimeout, Err: fmt.Errorf("%w: %v", ctx.Err(), err), Handshake: true}
+		case timedOut:
+			return nil, &DialError{Role: role, Endpoint: ep, Timeout: s.connectTimeout, Err: fmt.Errorf("%w: %v", errConnectTimeout, err), Handshake: true}
 		case verified:
 			ae := &AuthError{Endpoint: ep.String(), Tried: as.tried, Problems: as.problems, Err: err}
 			var kfe *KeyFileError
@@ -509,8 +513,58 @@ func (d *dialer) dialHop(ctx context.Context, s *settings, ep endpoint, via *gos
 	return gossh.NewClient(c, chans, reqs), nil
 }
 
-// contextual turns a dial error caused by the hop's deadline into a timeout error and keeps
-// the caller's own cancellation recognisable.
+// handshakeTimer runs expire when the handshake has taken longer than d, not counting the
+// time spent in local work (see local).
+type handshakeTimer struct {
+	mu      sync.Mutex
+	d       time.Duration
+	t       *time.Timer
+	busy    int
+	fired   bool
+	stopped bool
+}
+
+func newHandshakeTimer(d time.Duration, expire func()) *handshakeTimer {
+	h := &handshakeTimer{d: d}
+	h.t = time.AfterFunc(d, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.busy > 0 || h.stopped {
+			return
+		}
+		h.fired = true
+		expire()
+	})
+	return h
+}
+
+// local runs f (decrypting a key, prompting for a passphrase) with the clock stopped; the
+// server then gets a full timeout again.
+func (h *handshakeTimer) local(f func()) {
+	h.mu.Lock()
+	h.busy++
+	h.t.Stop()
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.busy--
+		if h.busy == 0 && !h.fired && !h.stopped {
+			h.t.Reset(h.d)
+		}
+	}()
+	f()
+}
+
+// stop ends the timer and reports whether it fired.
+func (h *handshakeTimer) stop() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	h.t.Stop()
+	return h.fired
+}
+
 func contextual(parent, hop context.Context, err error) error {
 	if parent.Err() != nil {
 		return fmt.Errorf("%w: %v", parent.Err(), err)
