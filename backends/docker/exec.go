@@ -63,9 +63,9 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		if client, err = b.startHelper(ctx, t.id, b.containerName(s.name)); err == nil {
 			break
 		}
-		// A container that stopped between the check and the exec is started again; a
-		// helper that fails in a running container is a real error.
-		if attempt == 2 || ctx.Err() != nil || b.running(ctx, t.id) {
+		// A container that stopped (or is stopping) between the check and the exec is
+		// started again; a helper that fails in a container that stays up is a real error.
+		if attempt == 2 || ctx.Err() != nil || !b.goneDown(ctx, t.id, err) {
 			return channel.Started{}, err
 		}
 		known = t.id
@@ -207,6 +207,26 @@ func (s *session) explainLost(ctx context.Context, err error) error {
 func (b *Backend) running(ctx context.Context, id string) bool {
 	info, err := b.cli.ContainerInspect(ctx, id)
 	return err == nil && info.State.Running
+}
+
+// goneDown reports whether the container stopped after a helper failed to start in it.
+// The engine still says "running" for a moment after its init has ended (the exec then
+// fails with "cannot exec in a stopped state"), so that answer is polled for a while
+// before the failure counts as the helper's own.
+func (b *Backend) goneDown(ctx context.Context, id string, helperErr error) bool {
+	wait := 500 * time.Millisecond
+	if msg := helperErr.Error(); strings.Contains(msg, "stopped state") || strings.Contains(msg, "is not running") {
+		wait = 15 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		if !b.running(ctx, id) {
+			return true
+		}
+		if time.Now().After(deadline) || sleepCtx(ctx, 50*time.Millisecond) != nil {
+			return false
+		}
+	}
 }
 
 // helperArgs is the exec that serves a session inside its container.
