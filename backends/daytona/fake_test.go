@@ -23,13 +23,13 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	"mvdan.cc/sh/v3/shell"
 )
 
@@ -163,7 +163,7 @@ func (f *fakeDaytona) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, c := range ctrs {
-		f.cli.ContainerRemove(ctx, c, container.RemoveOptions{Force: true})
+		f.cli.ContainerRemove(ctx, c, client.ContainerRemoveOptions{Force: true})
 	}
 }
 
@@ -604,20 +604,20 @@ func (f *fakeDaytona) clock() {
 const fakeUser, fakeHome = "1000:1000", "/home/sandbox"
 
 func (f *fakeDaytona) createContainer(ctx context.Context, b *fakeBox) error {
-	c, err := f.cli.ContainerCreate(ctx,
-		&container.Config{Image: f.image, Cmd: []string{"sleep", "2147483647"}, User: fakeUser,
+	c, err := f.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: f.image, Cmd: []string{"sleep", "2147483647"}, User: fakeUser,
 			Env: []string{"HOME=" + fakeHome, "PATH=/usr/bin:/bin"}, WorkingDir: fakeHome,
 			Labels: map[string]string{testLabel: testRun, "hermes-sandbox.test.fake": b.name}},
-		&container.HostConfig{Init: ptr(true), NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
+		HostConfig: &container.HostConfig{Init: ptr(true), NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
 			Resources: container.Resources{Memory: 256 << 20, PidsLimit: ptr(int64(256)), NanoCPUs: 1e9}},
-		nil, nil, "hermes-fake-daytona-"+b.id)
+		Name: "hermes-fake-daytona-" + b.id})
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	b.ctr = c.ID
 	f.mu.Unlock()
-	if err := f.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+	if _, err := f.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
 		return err
 	}
 	// The image's home and /tmp belong to root; Daytona's user owns its home, and /tmp is
@@ -632,7 +632,8 @@ func (f *fakeDaytona) createContainer(ctx context.Context, b *fakeBox) error {
 func ptr[T any](v T) *T { return &v }
 
 func (f *fakeDaytona) startContainer(ctx context.Context, b *fakeBox) error {
-	return f.cli.ContainerStart(ctx, b.ctr, container.StartOptions{})
+	_, err := f.cli.ContainerStart(ctx, b.ctr, client.ContainerStartOptions{})
+	return err
 }
 
 func (f *fakeDaytona) stopContainer(ctx context.Context, b *fakeBox) error {
@@ -645,24 +646,26 @@ func (f *fakeDaytona) stopContainer(ctx context.Context, b *fakeBox) error {
 	}
 	f.mu.Unlock()
 	timeout := 1
-	return f.cli.ContainerStop(ctx, b.ctr, container.StopOptions{Timeout: &timeout})
+	_, err := f.cli.ContainerStop(ctx, b.ctr, client.ContainerStopOptions{Timeout: &timeout})
+	return err
 }
 
 func (f *fakeDaytona) removeContainer(ctx context.Context, b *fakeBox) error {
 	if b.ctr == "" {
 		return nil
 	}
-	return f.cli.ContainerRemove(ctx, b.ctr, container.RemoveOptions{Force: true})
+	_, err := f.cli.ContainerRemove(ctx, b.ctr, client.ContainerRemoveOptions{Force: true})
+	return err
 }
 
 // run runs argv in b's container and returns its joined output and exit code.
 func (f *fakeDaytona) run(ctx context.Context, b *fakeBox, user, dir string, env []string, argv []string) ([]byte, int, error) {
-	ex, err := f.cli.ContainerExecCreate(ctx, b.ctr, container.ExecOptions{Cmd: argv, User: user, WorkingDir: dir, Env: env,
+	ex, err := f.cli.ExecCreate(ctx, b.ctr, client.ExecCreateOptions{Cmd: argv, User: user, WorkingDir: dir, Env: env,
 		AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, 0, err
 	}
-	hr, err := f.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	hr, err := f.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -678,7 +681,7 @@ func (f *fakeDaytona) run(ctx context.Context, b *fakeBox, user, dir string, env
 	if err != nil {
 		return nil, 0, err
 	}
-	ei, err := f.cli.ContainerExecInspect(ctx, ex.ID)
+	ei, err := f.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -797,7 +800,8 @@ func (f *fakeDaytona) upload(ctx context.Context, b *fakeBox, p string, data []b
 	tw.WriteHeader(&tar.Header{Name: path.Base(p), Mode: 0o644, Size: int64(len(data)), Uid: 1000, Gid: 1000, ModTime: time.Now()})
 	tw.Write(data)
 	tw.Close()
-	return f.cli.CopyToContainer(ctx, b.ctr, dir, &buf, container.CopyToContainerOptions{})
+	_, err := f.cli.CopyToContainer(ctx, b.ctr, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf})
+	return err
 }
 
 // connectPty bridges a WebSocket to a shell on a real pseudo-terminal in the container
@@ -817,14 +821,14 @@ func (f *fakeDaytona) connectPty(w http.ResponseWriter, r *http.Request, b *fake
 	conn.SetReadLimit(64 << 20)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	ex, err := f.cli.ContainerExecCreate(ctx, b.ctr, container.ExecOptions{Cmd: []string{"/bin/sh"}, User: fakeUser,
-		WorkingDir: p.cwd, Env: []string{"TERM=xterm-256color"}, Tty: true, AttachStdin: true, AttachStdout: true,
-		ConsoleSize: &[2]uint{uint(p.rows), uint(p.cols)}})
+	ex, err := f.cli.ExecCreate(ctx, b.ctr, client.ExecCreateOptions{Cmd: []string{"/bin/sh"}, User: fakeUser,
+		WorkingDir: p.cwd, Env: []string{"TERM=xterm-256color"}, TTY: true, AttachStdin: true, AttachStdout: true,
+		ConsoleSize: client.ConsoleSize{Height: uint(p.rows), Width: uint(p.cols)}})
 	if err != nil {
 		conn.Close(websocket.StatusInternalError, err.Error())
 		return
 	}
-	hr, err := f.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: true})
+	hr, err := f.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{TTY: true})
 	if err != nil {
 		conn.Close(websocket.StatusInternalError, err.Error())
 		return

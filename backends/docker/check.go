@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -13,7 +14,7 @@ import (
 // binary exists, the configuration is sound, the image is present (a missing image wraps
 // sandbox.ErrNotFound), and the engine can apply the hardening the configuration asks for.
 func (b *Backend) Check(ctx context.Context) error {
-	if _, err := b.cli.Ping(ctx); err != nil {
+	if _, err := b.cli.Ping(ctx, client.PingOptions{}); err != nil {
 		return b.engineErr("ping", "", err)
 	}
 	if err := b.prepare(ctx); err != nil {
@@ -31,10 +32,11 @@ func (b *Backend) Check(ctx context.Context) error {
 	if _, err := b.userIDs(ctx); err != nil {
 		return err
 	}
-	info, err := b.cli.Info(ctx)
+	res, err := b.cli.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return b.engineErr("info", "", err)
 	}
+	info := res.Info
 	var missing []string
 	if b.cfg.MemoryLimit > 0 && !info.MemoryLimit {
 		missing = append(missing, "memory limits (docker.memory_limit)")

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -127,18 +127,18 @@ func dockerConfigDir(opts sandbox.FactoryOptions) string {
 	return filepath.Join(home, ".docker")
 }
 
-// newClient builds an Engine API client that negotiates the API version down to the
-// engine's (Debian 12's engine speaks 1.41).
+// newClient builds an Engine API client; it negotiates the API version down to the
+// engine's on its first request (Debian 12's engine speaks 1.41).
 func newClient(ep endpoint) (*client.Client, error) {
 	if strings.HasPrefix(ep.Host, "ssh://") {
 		return nil, fmt.Errorf("docker: engine %s (%s): ssh:// engines are not supported; forward the remote socket (ssh -L /tmp/docker.sock:/var/run/docker.sock HOST) and set docker.host to unix:///tmp/docker.sock: %w",
 			ep.Host, ep.source, sandbox.ErrUnsupported)
 	}
-	opts := []client.Opt{client.WithHost(ep.Host), client.WithAPIVersionNegotiation()}
+	opts := []client.Opt{client.WithHost(ep.Host)}
 	if ep.TLSCA != "" {
 		opts = append(opts, client.WithTLSClientConfig(ep.TLSCA, ep.TLSCert, ep.TLSKey))
 	}
-	cli, err := client.NewClientWithOpts(opts...)
+	cli, err := client.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker: engine %s (%s): %v: %w", ep.Host, ep.source, err, sandbox.ErrInvalidConfig)
 	}

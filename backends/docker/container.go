@@ -16,8 +16,9 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
@@ -49,7 +50,7 @@ func (b *Backend) prepare(ctx context.Context) error {
 	}
 	arch := runtime.GOARCH
 	if !b.local {
-		v, err := b.cli.ServerVersion(ctx)
+		v, err := b.cli.ServerVersion(ctx, client.ServerVersionOptions{})
 		if err != nil {
 			return b.engineErr("connect", "", err)
 		}
@@ -99,7 +100,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 		if attempt == 4 {
 			return target{}, &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: errors.New("the container keeps disappearing while it is being set up (is something removing it?)")}
 		}
-		info, err := b.cli.ContainerInspect(ctx, name)
+		info, err := b.inspect(ctx, name)
 		if err != nil && !cerrdefs.IsNotFound(err) {
 			return target{}, b.engineErr("inspect", name, err)
 		}
@@ -129,14 +130,14 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 			}
 			switch {
 			case info.State.Running && info.State.Paused:
-				if err := b.cli.ContainerUnpause(ctx, info.ID); err != nil {
+				if _, err := b.cli.ContainerUnpause(ctx, info.ID, client.ContainerUnpauseOptions{}); err != nil {
 					return target{}, b.engineErr("unpause", name, err)
 				}
 			case !info.State.Running:
 				// Stopped (killed, its init ended, the engine restarted): /tmp and the shell
 				// state are gone, the workspace volume is not.
 				b.log.Info("session container stopped; starting it again", "container", name, "exit_code", info.State.ExitCode, "oom_killed", info.State.OOMKilled)
-				if err := b.cli.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
+				if _, err := b.cli.ContainerStart(ctx, info.ID, client.ContainerStartOptions{}); err != nil {
 					if cerrdefs.IsNotFound(err) {
 						continue
 					}
@@ -193,7 +194,7 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: err}
 	}
 	t0 := time.Now()
-	resp, err := b.cli.ContainerCreate(ctx, spec.config, spec.host, nil, nil, name)
+	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: name})
 	if err != nil {
 		switch {
 		case cerrdefs.IsConflict(err):
@@ -209,11 +210,11 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	fail := func(err error) (string, error) {
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		b.cli.ContainerRemove(cctx, id, container.RemoveOptions{Force: true})
+		b.cli.ContainerRemove(cctx, id, client.ContainerRemoveOptions{Force: true})
 		if spec.workspace != "" {
-			if v, ierr := b.cli.VolumeInspect(cctx, spec.workspace); ierr == nil {
-				if created, perr := time.Parse(time.RFC3339, v.CreatedAt); perr == nil && !created.Before(t0.Add(-2*time.Second)) {
-					b.cli.VolumeRemove(cctx, spec.workspace, true)
+			if v, ierr := b.cli.VolumeInspect(cctx, spec.workspace, client.VolumeInspectOptions{}); ierr == nil {
+				if created, perr := time.Parse(time.RFC3339, v.Volume.CreatedAt); perr == nil && !created.Before(t0.Add(-2*time.Second)) {
+					b.cli.VolumeRemove(cctx, spec.workspace, client.VolumeRemoveOptions{Force: true})
 				}
 			}
 		}
@@ -228,7 +229,7 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 			prepErr = b.prepareWorkspace(ctx, spec.workspace, uid, gid)
 		}()
 	}
-	startErr := b.cli.ContainerStart(ctx, id, container.StartOptions{})
+	_, startErr := b.cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
 	wg.Wait()
 	if startErr != nil {
 		return fail(b.engineErr("start", name, startErr))
@@ -252,18 +253,18 @@ func (b *Backend) prepareWorkspace(ctx context.Context, vol string, uid, gid int
 	for k, v := range b.extra.Labels {
 		labels[k] = v
 	}
-	resp, err := b.cli.ContainerCreate(ctx,
-		&container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
-		&container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
+	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
+		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
 			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/w"}}},
-		nil, nil, name)
+		Name: name})
 	if err != nil {
 		return b.engineErr("prepare workspace", vol, err)
 	}
 	defer func() {
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		if err := b.cli.ContainerRemove(cctx, resp.ID, container.RemoveOptions{Force: true}); err != nil {
+		if _, err := b.cli.ContainerRemove(cctx, resp.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
 			b.log.Warn("remove workspace helper container", "container", name, "err", err)
 		}
 	}()
@@ -275,10 +276,16 @@ func (b *Backend) prepareWorkspace(ctx context.Context, vol string, uid, gid int
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	if err := b.cli.CopyToContainer(ctx, resp.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+	if _, err := b.cli.CopyToContainer(ctx, resp.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf}); err != nil {
 		return b.engineErr("prepare workspace", vol, err)
 	}
 	return nil
+}
+
+// inspect returns a container's details.
+func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	res, err := b.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	return res.Container, err
 }
 
 // removeContainer removes a container; withVolumes also removes its workspace volume.
@@ -292,14 +299,14 @@ func (b *Backend) removeContainer(ctx context.Context, id string, withVolumes bo
 func (b *Backend) removeContainerVolumes(ctx context.Context, id string, withVolumes, dryRun bool) ([]string, error) {
 	var vols []string
 	if withVolumes {
-		if info, err := b.cli.ContainerInspect(ctx, id); err == nil {
+		if info, err := b.inspect(ctx, id); err == nil {
 			vols = ourVolumes(info.Mounts)
 		}
 	}
 	if dryRun {
 		return vols, nil
 	}
-	if err := b.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := b.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return nil, b.engineErr("remove", shortID(id), err)
 	}
 	var errs []error
@@ -328,7 +335,7 @@ func ourVolumes(mounts []container.MountPoint) []string {
 // removeVolume removes a volume, retrying briefly while the engine still sees it in use.
 func (b *Backend) removeVolume(ctx context.Context, name string) error {
 	for i := 0; ; i++ {
-		err := b.cli.VolumeRemove(ctx, name, false)
+		_, err := b.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 		if err == nil || cerrdefs.IsNotFound(err) {
 			return nil
 		}

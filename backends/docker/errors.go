@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )

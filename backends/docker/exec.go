@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -188,7 +189,7 @@ func (s *session) explainLost(ctx context.Context, err error) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	info, ierr := s.b.cli.ContainerInspect(cctx, id)
+	info, ierr := s.b.inspect(cctx, id)
 	switch {
 	case ierr != nil && isNotFound(ierr):
 		return fmt.Errorf("%w: the session's container was removed; the next command creates a new one", err)
@@ -205,7 +206,7 @@ func (s *session) explainLost(ctx context.Context, err error) error {
 // running reports whether a container is running (false when it is gone or the engine
 // does not answer).
 func (b *Backend) running(ctx context.Context, id string) bool {
-	info, err := b.cli.ContainerInspect(ctx, id)
+	info, err := b.inspect(ctx, id)
 	return err == nil && info.State.Running
 }
 
@@ -242,12 +243,12 @@ func (b *Backend) helperArgs() []string {
 // startHelper starts the helper in a container as one long-lived exec and returns a client
 // speaking to it over the exec's hijacked stream; the helper's stderr goes to the log.
 func (b *Backend) startHelper(ctx context.Context, id, name string) (*agent.Client, error) {
-	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: b.helperArgs(), Env: b.passEnv,
+	ex, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: b.helperArgs(), Env: b.passEnv,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, b.engineErr("exec", name, err)
 	}
-	hr, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	hr, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, b.engineErr("exec", name, err)
 	}
@@ -268,12 +269,12 @@ func (b *Backend) startHelper(ctx context.Context, id, name string) (*agent.Clie
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		waitC, errC := b.cli.ContainerWait(wctx, id, container.WaitConditionNotRunning)
+		wr := b.cli.ContainerWait(wctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 		select {
-		case w := <-waitC:
+		case w := <-wr.Result:
 			log.Debug("container stopped; closing the helper stream", "exit_code", w.StatusCode)
 			hr.Close()
-		case err := <-errC:
+		case err := <-wr.Error:
 			if wctx.Err() == nil {
 				if isNotFound(err) {
 					hr.Close()
@@ -305,11 +306,11 @@ func (b *Backend) helperFailed(ctx context.Context, id, name, execID, stderr str
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var code int
-	if ei, ierr := b.cli.ContainerExecInspect(cctx, execID); ierr == nil && !ei.Running {
+	if ei, ierr := b.cli.ExecInspect(cctx, execID, client.ExecInspectOptions{}); ierr == nil && !ei.Running {
 		code = ei.ExitCode
 	}
 	oom := false
-	if ci, ierr := b.cli.ContainerInspect(cctx, id); ierr == nil {
+	if ci, ierr := b.inspect(cctx, id); ierr == nil {
 		oom = ci.State.OOMKilled
 	}
 	// SIGKILL before the greeting: in a fresh container only the OOM killer sends it.
@@ -332,18 +333,18 @@ func (b *Backend) helperFailed(ctx context.Context, id, name, execID, stderr str
 // that starts it and reads it to the end, and an inspect for the exit code, in the named
 // session's container.
 func (b *Backend) Baseline(ctx context.Context, session string, n int) (string, []time.Duration, error) {
-	info, err := b.cli.ContainerInspect(ctx, b.containerName(session))
+	info, err := b.inspect(ctx, b.containerName(session))
 	if err != nil {
 		return "", nil, b.engineErr("inspect", b.containerName(session), err)
 	}
 	ds := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
 		t := time.Now()
-		ex, err := b.cli.ContainerExecCreate(ctx, info.ID, container.ExecOptions{Cmd: []string{"true"}, AttachStdout: true, AttachStderr: true})
+		ex, err := b.cli.ExecCreate(ctx, info.ID, client.ExecCreateOptions{Cmd: []string{"true"}, AttachStdout: true, AttachStderr: true})
 		if err != nil {
 			return "", nil, b.engineErr("exec", info.Name, err)
 		}
-		hr, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+		hr, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 		if err != nil {
 			return "", nil, b.engineErr("exec", info.Name, err)
 		}
@@ -352,7 +353,7 @@ func (b *Backend) Baseline(ctx context.Context, session string, n int) (string, 
 		if err != nil {
 			return "", nil, b.engineErr("exec", info.Name, err)
 		}
-		ei, err := b.cli.ContainerExecInspect(ctx, ex.ID)
+		ei, err := b.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 		if err != nil {
 			return "", nil, b.engineErr("exec", info.Name, err)
 		}

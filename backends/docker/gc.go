@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -89,7 +88,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		}
 	}
 	// Workspace volumes no container uses: from removed sessions, interrupted removals.
-	vols, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelOurs+"=1"))})
+	vols, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", labelOurs+"=1")})
 	if err != nil {
 		errs = append(errs, b.engineErr("list volumes", "", err))
 	} else {
@@ -101,13 +100,13 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 				}
 			}
 		}
-		for _, v := range vols.Volumes {
+		for _, v := range vols.Items {
 			if used[v.Name] {
 				continue
 			}
 			if !opts.DryRun {
 				// Not forced: the engine refuses a volume that any container still uses.
-				if err := b.cli.VolumeRemove(ctx, v.Name, false); err != nil {
+				if _, err := b.cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil {
 					if !isNotFound(err) {
 						rep.Kept = append(rep.Kept, sandbox.GCItem{Kind: "volume", Name: v.Name, Reason: "in use"})
 					}
@@ -123,7 +122,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 // busy reports whether anything beyond the container's init and idle entrypoint runs: an
 // attached helper (a live client) or a background job.
 func (b *Backend) busy(ctx context.Context, id string) bool {
-	top, err := b.cli.ContainerTop(ctx, id, nil)
+	top, err := b.cli.ContainerTop(ctx, id, client.ContainerTopOptions{})
 	if err != nil {
 		return false
 	}

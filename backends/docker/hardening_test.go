@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -132,7 +134,7 @@ func TestHardeningDefaults(t *testing.T) {
 		}
 	})
 	t.Run("Labels", func(t *testing.T) {
-		info, err := b.cli.ContainerInspect(ctxT(t, 10e9), b.containerName("hardening"))
+		info, err := b.inspect(ctxT(t, 10e9), b.containerName("hardening"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +211,7 @@ func TestConfiguredOptions(t *testing.T) {
 	if res.Stdout != "from host\n1\n" {
 		t.Errorf("volumes = %q %q; want the ro file readable and unwritable", res.Stdout, res.Stderr)
 	}
-	info, err := b.cli.ContainerInspect(ctxT(t, 10*time.Second), b.containerName("options"))
+	info, err := b.inspect(ctxT(t, 10*time.Second), b.containerName("options"))
 	if err != nil || slices.ContainsFunc(info.Config.Env, func(kv string) bool { return strings.Contains(kv, "passed-secret-value") }) {
 		t.Errorf("a passthrough value is stored in the container's configuration (%v)", err)
 	}
@@ -270,11 +272,11 @@ func TestGPURequests(t *testing.T) {
 // runtimeArgs ["--network=none"]).
 func TestRuntimeRunsc(t *testing.T) {
 	cli := needEngine(t)
-	info, err := cli.Info(ctxT(t, 10*time.Second))
+	info, err := cli.Info(ctxT(t, 10*time.Second), client.InfoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := info.Runtimes["runsc"]; !ok {
+	if _, ok := info.Info.Runtimes["runsc"]; !ok {
 		t.Skip("runsc (gVisor) is not registered with the engine; optional")
 	}
 	b := newBackend(t, func(c *config.Config) { c.Docker.Runtime = "runsc" })

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/registry"
-	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/types/jsonstream"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+	"github.com/moby/moby/client/pkg/jsonmessage"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -36,7 +38,7 @@ func (b *Backend) PullImage(ctx context.Context, ref string, p sandbox.Progress)
 		return sandbox.ImageInfo{}, &sandbox.Error{Backend: Name, Op: "pull", ID: ref, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
 	}
 	ref = reference.TagNameOnly(named).String()
-	opts := image.PullOptions{RegistryAuth: b.registryAuth(reference.Domain(named))}
+	opts := client.ImagePullOptions{RegistryAuth: b.registryAuth(reference.Domain(named))}
 	rc, err := b.cli.ImagePull(ctx, ref, opts)
 	if err != nil {
 		return sandbox.ImageInfo{}, b.pullErr(ref, b.engineErr("pull", ref, err))
@@ -54,13 +56,13 @@ func (b *Backend) PullImage(ctx context.Context, ref string, p sandbox.Progress)
 
 // Images lists the engine's images, marking the one docker.image names.
 func (b *Backend) Images(ctx context.Context) ([]sandbox.ImageInfo, error) {
-	list, err := b.cli.ImageList(ctx, image.ListOptions{})
+	list, err := b.cli.ImageList(ctx, client.ImageListOptions{})
 	if err != nil {
 		return nil, b.engineErr("list images", "", err)
 	}
 	want := familiar(b.cfg.Image)
 	var out []sandbox.ImageInfo
-	for _, im := range list {
+	for _, im := range list.Items {
 		for _, tag := range im.RepoTags {
 			if tag == "<none>:<none>" {
 				continue
@@ -133,7 +135,7 @@ func (b *Backend) registryAuth(domain string) string {
 			continue
 		}
 		user, pass, _ := strings.Cut(string(raw), ":")
-		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{Username: user, Password: pass, ServerAddress: k})
+		enc, err := authconfig.Encode(registry.AuthConfig{Username: user, Password: pass, ServerAddress: k})
 		if err == nil {
 			return enc
 		}
@@ -192,7 +194,7 @@ func (b *Backend) importImage(ctx context.Context, src sandbox.ImageSource) (str
 	default:
 		return "", &sandbox.Error{Backend: Name, Op: "import", ID: tag, Err: fmt.Errorf("nothing to import: give a root filesystem directory or a tar file: %w", sandbox.ErrInvalidConfig)}
 	}
-	rc, err := b.cli.ImageImport(ctx, image.ImportSource{Source: r, SourceName: "-"}, tag, image.ImportOptions{Changes: ImportChanges})
+	rc, err := b.cli.ImageImport(ctx, client.ImageImportSource{Source: r, SourceName: "-"}, tag, client.ImageImportOptions{Changes: ImportChanges})
 	if err != nil {
 		werr := wait()
 		if werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
@@ -204,7 +206,7 @@ func (b *Backend) importImage(ctx context.Context, src sandbox.ImageSource) (str
 	var id string
 	dec := json.NewDecoder(rc)
 	for {
-		var m jsonmessage.JSONMessage
+		var m jsonstream.Message
 		if err := dec.Decode(&m); err == io.EOF {
 			break
 		} else if err != nil {

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
@@ -60,7 +59,7 @@ func TestWarmPool(t *testing.T) {
 	if res.Stdout != "/workspace\n1000\n1000\nok\n" || res.EnvironmentRecreated {
 		t.Errorf("pooled session = %q recreated %v", res.Stdout, res.EnvironmentRecreated)
 	}
-	info, err := b.cli.ContainerInspect(ctxT(t, 10*time.Second), b.containerName("pooled"))
+	info, err := b.inspect(ctxT(t, 10*time.Second), b.containerName("pooled"))
 	if err != nil {
 		t.Fatalf("the claimed container is not named after the session: %v", err)
 	}
@@ -105,7 +104,7 @@ func TestPoolContainerRemovedBehindOurBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range poolNames(containerNames(t, b)) {
-		b.cli.ContainerRemove(ctxT(t, 30*time.Second), n, container.RemoveOptions{Force: true})
+		b.cli.ContainerRemove(ctxT(t, 30*time.Second), n, client.ContainerRemoveOptions{Force: true})
 	}
 	sess := open(t, b, "afterloss")
 	if res := run(t, sess, "echo ok"); res.Stdout != "ok\n" {
@@ -123,7 +122,7 @@ func TestGC(t *testing.T) {
 	idle.Close() // its helper detaches; busy keeps one attached
 	// An orphan volume and a dead process's pool leftover.
 	orphan := "hermes-" + b.scope + "-orphan-ws"
-	if _, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: orphan, Labels: map[string]string{labelOurs: "1", labelScope: b.scope, testLabel: testRun}}); err != nil {
+	if _, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: orphan, Labels: map[string]string{labelOurs: "1", labelScope: b.scope, testLabel: testRun}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.prepare(ctx); err != nil {
@@ -135,7 +134,7 @@ func TestGC(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	spec.config.Labels[labelPool] = host + "/999999999/1"
-	if _, err := b.cli.ContainerCreate(ctx, spec.config, spec.host, nil, nil, "hermes-pool-"+b.scope+"-dead"); err != nil {
+	if _, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: "hermes-pool-" + b.scope + "-dead"}); err != nil {
 		t.Fatal(err)
 	}
 	// Poll until the idle session has been idle longer than its 1 s timeout.

@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
@@ -109,14 +106,14 @@ func cleanScope(t testing.TB, b *Backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cli := needEngine(t)
-	f := filters.NewArgs(filters.Arg("label", labelScope+"="+b.scope))
-	list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-	for _, c := range list {
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	f := client.Filters{}.Add("label", labelScope+"="+b.scope)
+	list, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	for _, c := range list.Items {
+		cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
-	vols, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
-	for _, v := range vols.Volumes {
-		cli.VolumeRemove(ctx, v.Name, true)
+	vols, _ := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	for _, v := range vols.Items {
+		cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 	}
 }
 

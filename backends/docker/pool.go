@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 )
@@ -220,7 +221,7 @@ func (p *pool) claim(ctx context.Context, name string) *poolEntry {
 			continue
 		default:
 		}
-		err := p.b.cli.ContainerRename(ctx, e.id, name)
+		_, err := p.b.cli.ContainerRename(ctx, e.id, client.ContainerRenameOptions{NewName: name})
 		if err == nil {
 			return e
 		}

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
+	"github.com/moby/moby/client"
+	"github.com/moby/moby/client/pkg/versions"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
@@ -30,16 +29,16 @@ import (
 func scopeObjects(t *testing.T, b *Backend) (containers, volumes int) {
 	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
-	f := filters.NewArgs(filters.Arg("label", labelScope+"="+b.scope))
-	list, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	f := client.Filters{}.Add("label", labelScope+"="+b.scope)
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vols, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	vols, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(list), len(vols.Volumes)
+	return len(list.Items), len(vols.Items)
 }
 
 // helperOf returns the session's current helper client.
@@ -152,6 +151,15 @@ func TestCheck(t *testing.T) {
 	if err := b.Check(ctxT(t, 30*time.Second)); err != nil {
 		t.Errorf("Check() = %v; want nil", err)
 	}
+	// The client negotiated down to the engine's API version (Docker 20.10 speaks 1.41).
+	v, err := b.cli.ServerVersion(ctxT(t, 10*time.Second), client.ServerVersionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.cli.ClientVersion(); versions.LessThan(v.APIVersion, client.MaxAPIVersion) && got != v.APIVersion {
+		t.Errorf("ClientVersion() = %s; want the engine's %s", got, v.APIVersion)
+	}
+	t.Logf("engine %s speaks API %s; the client uses %s", v.Version, v.APIVersion, b.cli.ClientVersion())
 	missing := newBackend(t, func(c *config.Config) { c.Docker.Image = "hermes-sandbox-test/absent:0" })
 	if err := missing.Check(ctxT(t, 30*time.Second)); !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(err.Error(), "image import") {
 		t.Errorf("Check(missing image) = %v; want ErrNotFound naming image pull and import", err)
@@ -310,7 +318,7 @@ func TestKilledContainerRecovers(t *testing.T) {
 	run(t, sess, "cd /tmp && export HERMES_X=1 && echo keep > /workspace/file")
 	helper := helperOf(t, sess)
 	ctx := ctxT(t, time.Minute)
-	if err := b.cli.ContainerKill(ctx, b.containerName("killed"), "KILL"); err != nil {
+	if _, err := b.cli.ContainerKill(ctx, b.containerName("killed"), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatal(err)
 	}
 	waitLost(t, helper)
@@ -323,7 +331,7 @@ func TestKilledContainerRecovers(t *testing.T) {
 	}
 	// Killed in the middle of a command: the command fails at once, with a clear error.
 	errc := execStarted(t, sess, "sleep 100")
-	if err := b.cli.ContainerKill(ctx, b.containerName("killed"), "KILL"); err != nil {
+	if _, err := b.cli.ContainerKill(ctx, b.containerName("killed"), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -345,8 +353,8 @@ func TestRemovedContainerRecovers(t *testing.T) {
 	run(t, sess, "cd /tmp && export HERMES_X=1 && echo kept > /workspace/f")
 	helper := helperOf(t, sess)
 	ctx := ctxT(t, time.Minute)
-	old, _ := b.cli.ContainerInspect(ctx, b.containerName("removed"))
-	if err := b.cli.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true}); err != nil {
+	old, _ := b.inspect(ctx, b.containerName("removed"))
+	if _, err := b.cli.ContainerRemove(ctx, old.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	waitLost(t, helper)
@@ -354,7 +362,7 @@ func TestRemovedContainerRecovers(t *testing.T) {
 	if !res.EnvironmentRecreated || res.Stdout != "/workspace\nunset\nkept\n" {
 		t.Errorf("after removal = %q recreated %v", res.Stdout, res.EnvironmentRecreated)
 	}
-	now, _ := b.cli.ContainerInspect(ctx, b.containerName("removed"))
+	now, _ := b.inspect(ctx, b.containerName("removed"))
 	if now.ID == old.ID || now.ID == "" {
 		t.Errorf("container not recreated")
 	}

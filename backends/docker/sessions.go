@@ -7,23 +7,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // ours lists our containers in this backend's scope (every state, pool ones included).
 func (b *Backend) ours(ctx context.Context, allScopes bool) ([]container.Summary, error) {
-	f := filters.NewArgs(filters.Arg("label", labelOurs+"=1"))
+	f := client.Filters{}.Add("label", labelOurs+"=1")
 	if !allScopes {
 		f.Add("label", labelScope+"="+b.scope)
 	}
-	list, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	list, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, b.engineErr("list", "", err)
 	}
-	return list, nil
+	return list.Items, nil
 }
 
 func containerName(c container.Summary) string {
@@ -54,7 +54,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 		if name == "" || sandbox.ValidateSessionName(name) != nil {
 			continue
 		}
-		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: shortID(c.ID), State: c.State,
+		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: shortID(c.ID), State: string(c.State),
 			Created: createdAt(c), Cwd: b.readCwd(name)}
 		info.Used = info.Created
 		if _, used, ok := b.readRecord(name); ok && used.After(info.Used) {
@@ -72,14 +72,14 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
 	cname := b.containerName(name)
-	info, err := b.cli.ContainerInspect(ctx, cname)
+	info, err := b.inspect(ctx, cname)
 	if err != nil {
 		if !isNotFound(err) {
 			return b.engineErr("remove", name, err)
 		}
 		b.dropRecord(name)
 		// A workspace volume can outlive its container (removed behind our back).
-		if _, verr := b.cli.VolumeInspect(ctx, cname+"-ws"); verr == nil {
+		if _, verr := b.cli.VolumeInspect(ctx, cname+"-ws", client.VolumeInspectOptions{}); verr == nil {
 			return b.removeVolume(ctx, cname+"-ws")
 		}
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}

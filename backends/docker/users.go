@@ -11,7 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -78,8 +79,10 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 	for k, v := range b.extra.Labels {
 		labels[k] = v
 	}
-	resp, err := b.cli.ContainerCreate(ctx, &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels},
-		&container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"}}, nil, nil, "hermes-prep-"+b.scope+"-"+randomID())
+	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"}},
+		Name:       "hermes-prep-" + b.scope + "-" + randomID()})
 	if err != nil {
 		if isNotFound(err) {
 			return userIDs{}, b.imageMissing(ctx, err)
@@ -89,7 +92,7 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 	defer func() {
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		b.cli.ContainerRemove(cctx, resp.ID, container.RemoveOptions{Force: true})
+		b.cli.ContainerRemove(cctx, resp.ID, client.ContainerRemoveOptions{Force: true})
 	}()
 	fail := func(format string, args ...any) (userIDs, error) {
 		return userIDs{}, &sandbox.Error{Backend: Name, Op: "user", ID: b.cfg.User,
@@ -126,12 +129,12 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 
 // readImageFile reads one small file from a created container's filesystem.
 func (b *Backend) readImageFile(ctx context.Context, id, path string) ([]byte, error) {
-	rc, _, err := b.cli.CopyFromContainer(ctx, id, path)
+	res, err := b.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
+	defer res.Content.Close()
+	tr := tar.NewReader(res.Content)
 	for {
 		hdr, err := tr.Next()
 		if err != nil {

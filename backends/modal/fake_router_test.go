@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -169,12 +169,12 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 		}
 	}
 	cli := r.f.docker
-	ex, err := cli.ContainerExecCreate(ctx, sb.container, container.ExecOptions{Cmd: args, Env: env, WorkingDir: req.GetWorkdir(),
+	ex, err := cli.ExecCreate(ctx, sb.container, client.ExecCreateOptions{Cmd: args, Env: env, WorkingDir: req.GetWorkdir(),
 		AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "exec in sandbox: %v", err)
 	}
-	hr, err := cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	hr, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "attach: %v", err)
 	}
@@ -183,9 +183,9 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 	sb.execs[e.id] = e
 	sb.lastActive = time.Now()
 	sb.mu.Unlock()
-	if ins, err := cli.ContainerExecInspect(ctx, ex.ID); err == nil {
+	if ins, err := cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{}); err == nil {
 		e.mu.Lock()
-		e.pid = ins.Pid
+		e.pid = ins.PID
 		e.mu.Unlock()
 	}
 	if req.HasTimeoutSecs() && req.GetTimeoutSecs() > 0 {
@@ -203,7 +203,7 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for ctx.Err() == nil {
-			ins, err := cli.ContainerExecInspect(ctx, ex.ID)
+			ins, err := cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 			if err != nil {
 				break
 			}
@@ -435,7 +435,7 @@ func (r *fakeRouter) TaskSnapshotFilesystem(ctx context.Context, req *pb.TaskSna
 	if req.GetSnapshotId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "snapshot_id is required")
 	}
-	res, err := r.f.docker.ContainerCommit(ctx, sb.container, container.CommitOptions{Pause: true})
+	res, err := r.f.docker.ContainerCommit(ctx, sb.container, client.ContainerCommitOptions{})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "snapshot: %v", err)
 	}

@@ -20,9 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -148,7 +147,7 @@ func (f *fakeModal) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, img := range committed {
-		f.docker.ImageRemove(ctx, img, image.RemoveOptions{Force: true, PruneChildren: true})
+		f.docker.ImageRemove(ctx, img, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 	}
 }
 
@@ -468,14 +467,14 @@ func (f *fakeModal) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequ
 	if mb := res.GetMemoryMb(); mb > 0 {
 		hc.Resources.Memory = int64(mb) << 20
 	}
-	cr, err := f.docker.ContainerCreate(ctx, &container.Config{Image: local, Cmd: cmd, WorkingDir: def.GetWorkdir(),
-		Labels: map[string]string{k: v}}, hc, nil, nil, "")
+	cr, err := f.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: local, Cmd: cmd, WorkingDir: def.GetWorkdir(),
+		Labels: map[string]string{k: v}}, HostConfig: hc})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "create container: %v", err)
 	}
 	sb.container = cr.ID
-	if err := f.docker.ContainerStart(ctx, cr.ID, container.StartOptions{}); err != nil {
-		f.docker.ContainerRemove(context.WithoutCancel(ctx), cr.ID, container.RemoveOptions{Force: true})
+	if _, err := f.docker.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
+		f.docker.ContainerRemove(context.WithoutCancel(ctx), cr.ID, client.ContainerRemoveOptions{Force: true})
 		return nil, status.Errorf(codes.Internal, "start container: %v", err)
 	}
 	f.mu.Lock()
@@ -547,7 +546,7 @@ func (f *fakeModal) terminate(sb *fakeSandbox, st pb.GenericResult_GenericStatus
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f.docker.ContainerRemove(ctx, sb.container, container.RemoveOptions{Force: true})
+	f.docker.ContainerRemove(ctx, sb.container, client.ContainerRemoveOptions{Force: true})
 	for _, e := range execs {
 		e.kill()
 	}

@@ -27,10 +27,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 )
 
 type fake struct {
@@ -149,11 +148,11 @@ func (f *fake) close() {
 		}
 	}
 	for _, sb := range f.sandboxes {
-		f.cli.ContainerRemove(ctx, sb.containerID, container.RemoveOptions{Force: true})
+		f.cli.ContainerRemove(ctx, sb.containerID, client.ContainerRemoveOptions{Force: true})
 	}
 	for _, sn := range f.snapshots {
 		if sn.image != "" {
-			f.cli.ImageRemove(ctx, sn.image, image.RemoveOptions{Force: true, PruneChildren: true})
+			f.cli.ImageRemove(ctx, sn.image, client.ImageRemoveOptions{Force: true, PruneChildren: true})
 		}
 	}
 }
@@ -403,9 +402,9 @@ func (f *fake) createSandbox(w http.ResponseWriter, r *http.Request) {
 	for k, v := range b.Env {
 		env = append(env, k+"="+v)
 	}
-	cr, err := f.cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: []string{"sleep", "2147483647"}, Env: env,
+	cr, err := f.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: img, Cmd: []string{"sleep", "2147483647"}, Env: env,
 		WorkingDir: "/vercel/sandbox", Labels: map[string]string{testLabel: testRun}},
-		&container.HostConfig{NetworkMode: "none", Init: boolPtr(true), Resources: container.Resources{Memory: 256 << 20}}, nil, nil, "")
+		HostConfig: &container.HostConfig{NetworkMode: "none", Init: boolPtr(true), Resources: container.Resources{Memory: 256 << 20}}})
 	if err != nil {
 		f.mu.Lock()
 		delete(f.sandboxes, b.Name)
@@ -430,7 +429,7 @@ func boolPtr(b bool) *bool { return &b }
 // startSession starts the sandbox's container as a new VM session. The session reports
 // "pending" to its first reader, then "running", as the service's do.
 func (f *fake) startSession(ctx context.Context, sb *fSandbox) error {
-	if err := f.cli.ContainerStart(ctx, sb.containerID, container.StartOptions{}); err != nil {
+	if _, err := f.cli.ContainerStart(ctx, sb.containerID, client.ContainerStartOptions{}); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -469,7 +468,7 @@ func (f *fake) stop(id string) {
 	if sb != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		zero := 0
-		f.cli.ContainerStop(ctx, sb.containerID, container.StopOptions{Timeout: &zero})
+		f.cli.ContainerStop(ctx, sb.containerID, client.ContainerStopOptions{Timeout: &zero})
 		cancel()
 	}
 	f.mu.Lock()
@@ -588,7 +587,7 @@ func (f *fake) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	delete(f.sandboxes, sb.name)
 	body := map[string]any{"sandbox": f.sandboxJSON(sb), "routes": f.routes(sb)}
 	f.mu.Unlock()
-	f.cli.ContainerRemove(r.Context(), sb.containerID, container.RemoveOptions{Force: true})
+	f.cli.ContainerRemove(r.Context(), sb.containerID, client.ContainerRemoveOptions{Force: true})
 	reply(w, body)
 }
 
@@ -690,7 +689,7 @@ func (f *fake) snapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	id := "snap_" + randHex(6)
 	ref := "hermes-vercel-fake-snap:" + id
-	if _, err := f.cli.ContainerCommit(r.Context(), sb.containerID, container.CommitOptions{Reference: ref}); err != nil {
+	if _, err := f.cli.ContainerCommit(r.Context(), sb.containerID, client.ContainerCommitOptions{Reference: ref, NoPause: true}); err != nil {
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
 	}
@@ -792,13 +791,13 @@ func (f *fake) runCommand(w http.ResponseWriter, r *http.Request) {
 		env = append(env, k+"="+v)
 	}
 	ctx := context.WithoutCancel(r.Context())
-	ex, err := f.cli.ContainerExecCreate(ctx, sb.containerID, container.ExecOptions{Cmd: append([]string{b.Command}, b.Args...),
+	ex, err := f.cli.ExecCreate(ctx, sb.containerID, client.ExecCreateOptions{Cmd: append([]string{b.Command}, b.Args...),
 		Env: env, WorkingDir: cwd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	hr, err := f.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	hr, err := f.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
@@ -812,7 +811,7 @@ func (f *fake) runCommand(w http.ResponseWriter, r *http.Request) {
 		defer hr.Close()
 		stdcopy.StdCopy(streamWriter{c, "stdout"}, streamWriter{c, "stderr"}, hr.Reader)
 		code := -1
-		if info, err := f.cli.ContainerExecInspect(ctx, ex.ID); err == nil {
+		if info, err := f.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{}); err == nil {
 			code = info.ExitCode
 		}
 		c.mu.Lock()
@@ -924,12 +923,12 @@ func (f *fake) kill(w http.ResponseWriter, r *http.Request) {
 	if c == nil || !decode(w, r, &b) {
 		return
 	}
-	info, err := f.cli.ContainerExecInspect(r.Context(), c.execID)
+	info, err := f.cli.ExecInspect(r.Context(), c.execID, client.ExecInspectOptions{})
 	if err != nil || !info.Running {
 		apiError(w, http.StatusBadRequest, "bad_request", "the command is not running")
 		return
 	}
-	if err := syscall.Kill(info.Pid, syscall.Signal(b.Signal)); err != nil {
+	if err := syscall.Kill(info.PID, syscall.Signal(b.Signal)); err != nil {
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
 	}
@@ -957,11 +956,11 @@ func (f *fake) mkdir(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := b.abs()
-	if _, err := f.cli.ContainerStatPath(r.Context(), sb.containerID, p); err == nil {
+	if _, err := f.cli.ContainerStatPath(r.Context(), sb.containerID, client.ContainerStatPathOptions{Path: p}); err == nil {
 		apiError(w, http.StatusConflict, "file_exists", p+" exists")
 		return
 	}
-	if _, err := f.cli.ContainerStatPath(r.Context(), sb.containerID, path.Dir(p)); err != nil {
+	if _, err := f.cli.ContainerStatPath(r.Context(), sb.containerID, client.ContainerStatPathOptions{Path: path.Dir(p)}); err != nil {
 		apiError(w, http.StatusNotFound, "not_found", path.Dir(p)+" does not exist")
 		return
 	}
@@ -969,7 +968,7 @@ func (f *fake) mkdir(w http.ResponseWriter, r *http.Request) {
 	tw := tar.NewWriter(&buf)
 	tw.WriteHeader(&tar.Header{Name: path.Base(p) + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Now()})
 	tw.Close()
-	if err := f.cli.CopyToContainer(r.Context(), sb.containerID, path.Dir(p), &buf, container.CopyToContainerOptions{}); err != nil {
+	if _, err := f.cli.CopyToContainer(r.Context(), sb.containerID, client.CopyToContainerOptions{DestinationPath: path.Dir(p), Content: &buf}); err != nil {
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
 	}
@@ -982,13 +981,14 @@ func (f *fake) readFile(w http.ResponseWriter, r *http.Request) {
 	if sb == nil || !decode(w, r, &b) {
 		return
 	}
-	rc, st, err := f.cli.CopyFromContainer(r.Context(), sb.containerID, b.abs())
+	res, err := f.cli.CopyFromContainer(r.Context(), sb.containerID, client.CopyFromContainerOptions{SourcePath: b.abs()})
 	if err != nil {
 		apiError(w, http.StatusNotFound, "not_found", "file not found")
 		return
 	}
+	rc := res.Content
 	defer rc.Close()
-	if st.Mode.IsDir() {
+	if res.Stat.Mode.IsDir() {
 		apiError(w, http.StatusBadRequest, "is_directory", "is a directory")
 		return
 	}
@@ -1020,11 +1020,11 @@ func (f *fake) writeFiles(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "bad_request", "body is not gzip: "+err.Error())
 		return
 	}
-	if _, err := f.cli.ContainerStatPath(r.Context(), sb.containerID, dir); err != nil {
+	if _, err := f.cli.ContainerStatPath(r.Context(), sb.containerID, client.ContainerStatPathOptions{Path: dir}); err != nil {
 		apiError(w, http.StatusNotFound, "not_found", dir+" does not exist")
 		return
 	}
-	if err := f.cli.CopyToContainer(r.Context(), sb.containerID, dir, gz, container.CopyToContainerOptions{}); err != nil {
+	if _, err := f.cli.CopyToContainer(r.Context(), sb.containerID, client.CopyToContainerOptions{DestinationPath: dir, Content: gz}); err != nil {
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
 	}
@@ -1092,14 +1092,14 @@ func (f *fake) pty(w http.ResponseWriter, r *http.Request) {
 	for k, v := range start.Env {
 		env = append(env, k+"="+v)
 	}
-	ex, err := f.cli.ContainerExecCreate(ctx, sb.containerID, container.ExecOptions{Cmd: append([]string{start.Command}, start.Args...),
-		Env: env, WorkingDir: start.Cwd, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		ConsoleSize: &[2]uint{start.Rows, start.Cols}})
+	ex, err := f.cli.ExecCreate(ctx, sb.containerID, client.ExecCreateOptions{Cmd: append([]string{start.Command}, start.Args...),
+		Env: env, WorkingDir: start.Cwd, TTY: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		ConsoleSize: client.ConsoleSize{Height: start.Rows, Width: start.Cols}})
 	if err != nil {
 		conn.Close(websocket.StatusInternalError, err.Error())
 		return
 	}
-	hr, err := f.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: true})
+	hr, err := f.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{TTY: true})
 	if err != nil {
 		conn.Close(websocket.StatusInternalError, err.Error())
 		return
@@ -1123,7 +1123,7 @@ func (f *fake) pty(w http.ResponseWriter, r *http.Request) {
 				Cols, Rows uint
 			}
 			if json.Unmarshal(msg, &rs) == nil && rs.Type == "resize" {
-				f.cli.ContainerExecResize(ctx, ex.ID, container.ResizeOptions{Height: rs.Rows, Width: rs.Cols})
+				f.cli.ExecResize(ctx, ex.ID, client.ExecResizeOptions{Height: rs.Rows, Width: rs.Cols})
 			}
 		}
 	}()
@@ -1140,7 +1140,7 @@ func (f *fake) pty(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	code := -1
-	if info, err := f.cli.ContainerExecInspect(ctx, ex.ID); err == nil {
+	if info, err := f.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{}); err == nil {
 		code = info.ExitCode
 	}
 	exit, _ := json.Marshal(map[string]any{"type": "exit", "exitCode": code})

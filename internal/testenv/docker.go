@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/client"
+	"github.com/moby/moby/client"
 )
 
 var engine struct {
@@ -26,13 +23,13 @@ var engine struct {
 func DockerEngine(t testing.TB, why string) *client.Client {
 	t.Helper()
 	engine.Do(func() {
-		engine.cli, engine.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		engine.cli, engine.err = client.New(client.FromEnv)
 		if engine.err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, engine.err = engine.cli.Ping(ctx)
+		_, engine.err = engine.cli.Ping(ctx, client.PingOptions{})
 	})
 	if engine.err != nil {
 		Missing(t, "docker", why+"no Docker engine answers: "+engine.err.Error())
@@ -45,14 +42,14 @@ func DockerEngine(t testing.TB, why string) *client.Client {
 func RemoveContainers(cli *client.Client, label string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label))})
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", label)})
 	if err != nil {
 		return nil
 	}
 	var names []string
-	for _, c := range list {
+	for _, c := range list.Items {
 		names = append(names, "container "+strings.Join(c.Names, ","))
-		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 	return names
 }
@@ -67,7 +64,7 @@ func Docker(t testing.TB) *client.Client {
 // their names ("" when there were none, or no engine answers). A TestMain calls it after
 // the tests to find and clean what they left behind.
 func RemoveLabelled(label, value string) string {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return ""
 	}
@@ -75,10 +72,10 @@ func RemoveLabelled(label, value string) string {
 	names := RemoveContainers(cli, label+"="+value)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", label+"="+value))}); err == nil {
-		for _, v := range vols.Volumes {
+	if vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", label+"="+value)}); err == nil {
+		for _, v := range vols.Items {
 			names = append(names, "volume "+v.Name)
-			cli.VolumeRemove(ctx, v.Name, true)
+			cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 		}
 	}
 	return strings.Join(names, ", ")
