@@ -294,11 +294,11 @@ func (b *Backend) startHelper(ctx context.Context, id, name string) (*agent.Clie
 		})
 		return nil
 	}
-	client, err := agent.NewClient(ctx, pr, hr.Conn, closeFn)
+	ac, err := agent.NewClient(ctx, pr, hr.Conn, closeFn)
 	if err != nil {
 		return nil, b.helperFailed(ctx, id, name, ex.ID, stderr.Tail(), err)
 	}
-	return client, nil
+	return ac, nil
 }
 
 // helperFailed explains why the helper did not come up.
