@@ -147,6 +147,9 @@ type DaytonaConfig struct {
 	DiskGiB          int           `yaml:"disk"`               // GiB; 0 = provider default
 	NetworkAllowList []string      `yaml:"network_allow_list"` // CIDRs reachable despite network_block_all
 	OrganizationID   string        `yaml:"organization_id"`    // sent with a JWT api_key
+	// Channel is how commands reach the sandbox: the helper over the PTY WebSocket, one
+	// toolbox process session per command, or auto (the helper, else sessions).
+	Channel DaytonaChannel `yaml:"channel"`
 
 	APIKey Secret `yaml:"api_key"` // secrets.yaml or DAYTONA_API_KEY
 }
@@ -250,7 +253,7 @@ func NewConfig() *Config {
 			IdleTimeout:  15 * time.Minute,
 			BlockNetwork: true,
 		},
-		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true, NetworkAllowList: []string{}},
+		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true, NetworkAllowList: []string{}, Channel: DaytonaChannelAuto},
 		Vercel:  VercelConfig{Runtime: "python3.13", Timeout: 45 * time.Minute},
 		Approvals: ApprovalsConfig{
 			Mode:             ApprovalManual,

@@ -55,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		{"modal.block_network", "true"},
 		{"daytona.auto_stop", "15m"},
 		{"daytona.network_block_all", "true"},
+		{"daytona.channel", "auto"},
 		{"vercel.runtime", "python3.13"},
 		{"vercel.timeout", "45m"},
 		{"approvals.mode", "manual"},

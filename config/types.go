@@ -509,3 +509,31 @@ func ParsePersistence(s string) (Persistence, error) {
 func (p *Persistence) UnmarshalText(text []byte) error {
 	return unmarshalEnum(p, ParsePersistence, text)
 }
+
+// DaytonaChannel is daytona.channel: how commands reach a Daytona sandbox.
+type DaytonaChannel string
+
+// Daytona channels.
+const (
+	// DaytonaChannelAuto uses the helper, and toolbox sessions where the helper cannot run.
+	DaytonaChannelAuto DaytonaChannel = "auto"
+	// DaytonaChannelHelper uses only the helper over the toolbox PTY WebSocket.
+	DaytonaChannelHelper DaytonaChannel = "helper"
+	// DaytonaChannelSession runs each command in a toolbox process session of its own.
+	DaytonaChannelSession DaytonaChannel = "session"
+)
+
+var allDaytonaChannels = []DaytonaChannel{DaytonaChannelAuto, DaytonaChannelHelper, DaytonaChannelSession}
+
+// ParseDaytonaChannel parses auto, helper or session.
+func ParseDaytonaChannel(s string) (DaytonaChannel, error) {
+	return parseEnum("daytona channel", s, allDaytonaChannels)
+}
+
+// Valid reports whether c is auto, helper or session.
+func (c DaytonaChannel) Valid() bool { return slices.Contains(allDaytonaChannels, c) }
+
+// UnmarshalText parses with ParseDaytonaChannel.
+func (c *DaytonaChannel) UnmarshalText(text []byte) error {
+	return unmarshalEnum(c, ParseDaytonaChannel, text)
+}

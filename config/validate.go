@@ -273,6 +273,10 @@ func (c *Config) validateOthers(v *validator) {
 	v.optionalURL("daytona.api_url", d.APIURL)
 	v.nonNegative("daytona.cpu", int64(d.CPU))
 	v.nonNegative("daytona.memory", int64(d.MemoryGiB))
+	if !d.Channel.Valid() {
+		_, err := ParseDaytonaChannel(string(d.Channel))
+		v.failf("daytona.channel", "%v", err)
+	}
 
 	vc := &c.Vercel
 	if vc.Runtime != strings.TrimSpace(vc.Runtime) {

@@ -51,6 +51,8 @@ func TestValidate(t *testing.T) {
 		{"modal cpu", func(c *Config) { c.Modal.CPU = -1 }, "modal.cpu"},
 		{"daytona both", func(c *Config) { c.Daytona.Image, c.Daytona.Snapshot = "a", "b" }, "both set"},
 		{"daytona url", func(c *Config) { c.Daytona.APIURL = "app.daytona.io" }, "daytona.api_url"},
+		{"daytona channel", func(c *Config) { c.Daytona.Channel = "sesion" }, `daytona.channel: invalid daytona channel "sesion": want one of auto, helper, session (did you mean "session"?)`},
+		{"daytona channel ok", func(c *Config) { c.Daytona.Channel = DaytonaChannelSession }, ""},
 		{"vercel url ok", func(c *Config) { c.Vercel.APIURL = "https://api.vercel.com" }, ""},
 		{"vercel timeout", func(c *Config) { c.Vercel.Timeout = 0 }, "vercel.timeout"},
 		{"vercel no runtime", func(c *Config) { c.Vercel.Runtime = "" }, ""},
