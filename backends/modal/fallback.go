@@ -13,40 +13,18 @@ import (
 
 	modalsdk "github.com/modal-labs/modal-client/go"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/shellwrap"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// The fallback runs each command as its own Exec of a wrapper script that restores the
+// The fallback runs each command as its own Exec of shellwrap.Wrapper, which restores the
 // session's directory and exported variables from a state file, runs the command in the same
 // shell, and saves them again on exit (even after `exit N`). The wrapper writes its pid first,
-// so a timeout or cancel kills the command's whole process tree with a second Exec.
+// so a timeout or cancel kills the command's whole process tree (shellwrap.KillTree) with a
+// second Exec.
 
 // fallbackDir holds the state files inside the sandbox.
 const fallbackDir = hermesDir + "/fallback"
-
-// wrapperScript is run as `sh -c WRAPPER sh STATE PIDFILE MODE PAYLOAD [ARGS…]`: MODE is
-// "eval" (PAYLOAD is a script), "file" (PAYLOAD is a script file to source) or "argv" (the
-// remaining arguments are the program and its arguments).
-const wrapperScript = `st=$1; pf=$2; mode=$3; payload=$4; shift 4
-mkdir -p "${st%/*}" 2>/dev/null; echo $$ > "$pf"
-__hs_save() { __hs_rc=$?; for __hs_n in $HERMES_FB_CMDENV; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; export -p > "$st.tmp" 2>/dev/null && mv -f "$st.tmp" "$st"; printf '%s' "$PWD" > "$st.cwd"; rm -f "$pf"; exit $__hs_rc; }
-[ -r "$st" ] && . "$st"
-[ -n "$HERMES_FB_PWD" ] && cd "$HERMES_FB_PWD" 2>/dev/null
-[ -n "$HERMES_FB_DIR" ] && cd "$HERMES_FB_DIR"
-unset HERMES_FB_PWD HERMES_FB_DIR
-trap __hs_save EXIT
-case $mode in
-eval) eval "$payload" ;;
-file) . "$payload" ;;
-argv) ( exec "$@" ) ;;
-esac`
-
-// killTreeScript kills the process whose pid is in $1 and all its descendants.
-const killTreeScript = `tree() { echo "$1"; for f in /proc/[0-9]*/stat; do l=$(cat "$f" 2>/dev/null) || continue; r=${l##*) }; pp=$(echo "$r" | cut -d' ' -f2); p=${f#/proc/}; p=${p%/stat}; [ "$pp" = "$1" ] && tree "$p"; done; }
-pid=$(cat "$1" 2>/dev/null) || exit 0
-for p in $(tree "$pid"); do kill -STOP "$p" 2>/dev/null; done
-for p in $(tree "$pid"); do kill -KILL "$p" 2>/dev/null; done
-kill -KILL "$pid" 2>/dev/null; exit 0`
 
 func randomID() string {
 	var b [8]byte
@@ -84,7 +62,7 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 	}
 	state := fallbackDir + "/" + s.name + ".env"
 	pidFile := fallbackDir + "/" + s.name + "." + randomID() + ".pid"
-	argv := []string{"/bin/sh", "-c", wrapperScript, "sh", state, pidFile}
+	argv := []string{"/bin/sh", "-c", shellwrap.Wrapper, "sh", state, pidFile}
 	switch {
 	case len(cmd.Argv) > 0:
 		argv = append(argv, "argv", "")
@@ -102,6 +80,9 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 		argv = append(argv, "file", p)
 	default:
 		argv = append(argv, "eval", cmd.Script)
+	}
+	if err := shellwrap.CheckNames(cmd.Env); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
 	}
 	env := map[string]string{}
 	for k, v := range b.passEnv {
@@ -172,7 +153,7 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 	}
 	if res.TimedOut || res.Interrupted {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		if kp, err := sb.Exec(kctx, []string{"/bin/sh", "-c", killTreeScript, "sh", pidFile}, nil); err == nil {
+		if kp, err := sb.Exec(kctx, []string{"/bin/sh", "-c", shellwrap.KillTree, "sh", pidFile}, nil); err == nil {
 			kp.Wait(kctx, nil)
 		}
 		select {

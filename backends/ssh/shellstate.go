@@ -5,10 +5,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"strings"
 
-	"mvdan.cc/sh/v3/expand"
-	"mvdan.cc/sh/v3/syntax"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/shellwrap"
 )
 
 // ShellState returns the session's directory and exported environment as the wrapper saved
@@ -38,43 +36,6 @@ func (s *shellSession) ShellState(ctx context.Context) (string, map[string]strin
 	if err != nil {
 		return cwd, nil, err
 	}
-	env, err := parseExports(string(b))
+	env, err := shellwrap.ParseExports(string(b))
 	return cwd, env, err
-}
-
-// parseExports reads `export -p` output: export NAME='value' (or declare -x NAME="value").
-func parseExports(text string) (map[string]string, error) {
-	file, err := syntax.NewParser().Parse(strings.NewReader(text), "shell.env")
-	if err != nil {
-		return nil, err
-	}
-	env := map[string]string{}
-	for _, st := range file.Stmts {
-		switch x := st.Cmd.(type) {
-		case *syntax.DeclClause:
-			for _, as := range x.Args {
-				if as.Name == nil || as.Naked && as.Value == nil {
-					continue
-				}
-				v := ""
-				if as.Value != nil {
-					if v, err = expand.Literal(&expand.Config{}, as.Value); err != nil {
-						return nil, err
-					}
-				}
-				env[as.Name.Value] = v
-			}
-		case *syntax.CallExpr:
-			for _, w := range x.Args[min(1, len(x.Args)):] {
-				lit, err := expand.Literal(&expand.Config{}, w)
-				if err != nil {
-					return nil, err
-				}
-				if k, v, ok := strings.Cut(lit, "="); ok {
-					env[k] = v
-				}
-			}
-		}
-	}
-	return env, nil
 }
