@@ -124,6 +124,9 @@ type SessionInfo struct {
 	Cwd     string    `json:"cwd,omitempty"`
 	Created time.Time `json:"created,omitzero"`
 	Used    time.Time `json:"used,omitzero"`
+	// Mode says how commands reach the session's sandbox where a backend has more than one
+	// way (daytona: "helper" or "session"); "" when there is one.
+	Mode string `json:"mode,omitempty"`
 }
 
 // SessionManager is implemented by backends that can list and remove their sessions.

@@ -440,14 +440,7 @@ func (t toolbox) deletePty(ctx context.Context, id string) error {
 
 // ptyURL is the WebSocket address of a PTY session.
 func (t toolbox) ptyURL(id string) string {
-	u := t.base + "/process/pty/" + url.PathEscape(id) + "/connect"
-	if rest, ok := strings.CutPrefix(u, "https://"); ok {
-		return "wss://" + rest
-	}
-	if rest, ok := strings.CutPrefix(u, "http://"); ok {
-		return "ws://" + rest
-	}
-	return u
+	return wsURL(t.base + "/process/pty/" + url.PathEscape(id) + "/connect")
 }
 
 // isNetErr reports whether err is a request that got no answer.
@@ -455,4 +448,70 @@ func isNetErr(err error) bool {
 	var ne *netError
 	var op *net.OpError
 	return errors.As(err, &ne) || errors.As(err, &op)
+}
+
+// Process sessions ------------------------------------------------------------------------
+
+type createSessionRequest struct {
+	SessionID string `json:"sessionId"`
+}
+
+type sessionExecuteRequest struct {
+	Command  string `json:"command"`
+	RunAsync bool   `json:"runAsync"`
+}
+
+type sessionExecuteResponse struct {
+	CmdID    string `json:"cmdId"`
+	ExitCode *int   `json:"exitCode"`
+}
+
+type sessionCommand struct {
+	ID       string `json:"id"`
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exitCode"`
+}
+
+// createSession makes a process session (a shell the toolbox feeds commands to). It is
+// sent once: a lost answer leaves at most an idle shell, deleted with the session's id.
+func (t toolbox) createSession(ctx context.Context, id string) error {
+	return t.call(ctx, http.MethodPost, "/process/session", false, createSessionRequest{SessionID: id}, nil, nil)
+}
+
+// sessionExec starts command in session id without waiting for it and returns the
+// command's id. It is never retried: a command whose start is unknown must not run twice.
+func (t toolbox) sessionExec(ctx context.Context, id, command string) (string, error) {
+	var out sessionExecuteResponse
+	err := t.call(ctx, http.MethodPost, "/process/session/"+url.PathEscape(id)+"/exec", false,
+		sessionExecuteRequest{Command: command, RunAsync: true}, &out, nil)
+	if err == nil && out.CmdID == "" {
+		err = fmt.Errorf("POST toolbox /process/session/{id}/exec: no command id in the answer")
+	}
+	return out.CmdID, err
+}
+
+func (t toolbox) sessionCommand(ctx context.Context, id, cmdID string) (sessionCommand, error) {
+	var out sessionCommand
+	err := t.call(ctx, http.MethodGet, "/process/session/"+url.PathEscape(id)+"/command/"+url.PathEscape(cmdID), true, nil, &out, nil)
+	return out, err
+}
+
+func (t toolbox) deleteSession(ctx context.Context, id string) error {
+	return t.call(ctx, http.MethodDelete, "/process/session/"+url.PathEscape(id), true, nil, nil, nil)
+}
+
+// logsURL is the WebSocket address that follows a session command's log.
+func (t toolbox) logsURL(id, cmdID string) string {
+	return wsURL(t.base + "/process/session/" + url.PathEscape(id) + "/command/" + url.PathEscape(cmdID) + "/logs?follow=true")
+}
+
+// wsURL turns an http(s) address into a ws(s) one.
+func wsURL(u string) string {
+	if rest, ok := strings.CutPrefix(u, "https://"); ok {
+		return "wss://" + rest
+	}
+	if rest, ok := strings.CutPrefix(u, "http://"); ok {
+		return "ws://" + rest
+	}
+	return u
 }

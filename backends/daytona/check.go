@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -24,7 +25,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := b.api.call(ctx, "GET", "/sandbox", true, nil, &page, url.Values{"limit": {"1"}}); err != nil {
 		return b.apiErr("check", b.apiURL, err)
 	}
-	if _, _, err := agentbin.Path("amd64"); err != nil {
+	if _, _, err := agentbin.Path("amd64"); err != nil && b.cfg.Channel != config.DaytonaChannelSession {
 		return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
 	}
 	return nil
@@ -38,6 +39,9 @@ func (b *Backend) Warnings() []string {
 	}
 	if b.cfg.AutoStop > 24*time.Hour {
 		w = append(w, fmt.Sprintf("daytona.auto_stop is %s: an idle sandbox keeps running (and costing) that long", b.cfg.AutoStop))
+	}
+	if fb, why := b.sessionsOnly(); fb && b.cfg.Channel != config.DaytonaChannelSession {
+		w = append(w, "daytona: the sandbox helper cannot run ("+why+"); each command runs in a toolbox process session of its own: slower, no background jobs or terminal, stdin uploaded before the command")
 	}
 	if len(b.opts.EnvPassthrough) > 0 {
 		w = append(w, fmt.Sprintf("terminal.env_passthrough sends %v from this machine into Daytona sandboxes", b.opts.EnvPassthrough))

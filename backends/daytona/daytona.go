@@ -75,9 +75,11 @@ type Backend struct {
 	agentMu sync.Mutex
 	agents  map[string]*helperImage // by architecture
 	started map[string]string       // sandbox id → the shell line that started its helper
+	homes   map[string]string       // sandbox id → its user's home directory
 
-	mu     sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	closed   bool
+	fbReason string // why a session fell back to toolbox sessions (daytona.channel: auto)
 }
 
 // New builds the daytona backend from its config section. It contacts nothing.
@@ -134,6 +136,7 @@ func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Option
 		spillDir:  filepath.Join(state, "output"),
 		agents:    map[string]*helperImage{},
 		started:   map[string]string{},
+		homes:     map[string]string{},
 	}
 	return b, nil
 }
@@ -165,17 +168,72 @@ func ownerName() string {
 // Name returns "daytona".
 func (b *Backend) Name() string { return Name }
 
-// Capabilities reports what daytona sessions do.
+// Modes: how commands reach a sandbox (session records, sessions list, doctor).
+const (
+	modeHelper  = "helper"  // the sandbox-agent helper over the toolbox PTY WebSocket
+	modeSession = "session" // one toolbox process session per command (the fallback)
+)
+
+// sessionsOnly reports whether commands go through toolbox process sessions, and why:
+// daytona.channel says so, or (auto) a session found that the helper cannot run.
+func (b *Backend) sessionsOnly() (bool, string) {
+	if b.cfg.Channel == config.DaytonaChannelSession {
+		return true, "daytona.channel is session"
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fbReason != "", b.fbReason
+}
+
+// noteFallback records, once per backend, that a session's helper cannot run.
+func (b *Backend) noteFallback(session, reason string) {
+	b.mu.Lock()
+	first := b.fbReason == ""
+	b.fbReason = reason
+	b.mu.Unlock()
+	if first {
+		b.log.Warn("the sandbox helper cannot run; each command runs in a toolbox process session of its own", "session", session, "reason", reason)
+	}
+}
+
+// Capabilities reports what daytona sessions do. Over toolbox sessions there is no terminal
+// and no background jobs; files go through the toolbox file API and stdin is uploaded before
+// the command.
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	iso := "Daytona sandbox (a container or VM on Daytona's runners); commands over the sandbox-agent helper on the toolbox PTY WebSocket"
+	fb, why := b.sessionsOnly()
+	if fb {
+		iso = "Daytona sandbox (a container or VM on Daytona's runners); commands as toolbox process sessions, one per command (" + why + ")"
+	}
 	if b.cfg.NetworkBlockAll {
 		iso += ", network blocked"
 		if len(b.cfg.NetworkAllowList) > 0 {
 			iso += " except " + strings.Join(b.cfg.NetworkAllowList, ",")
 		}
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true,
+	return sandbox.Capabilities{Jobs: !fb, Files: true, Stdin: true, Persistent: true, Terminal: !fb,
 		Isolation: iso, Network: !b.cfg.NetworkBlockAll || len(b.cfg.NetworkAllowList) > 0}
+}
+
+// Describe says where the API key comes from, the API address and the command channel, for
+// doctor.
+func (b *Backend) Describe() string {
+	ch := string(b.cfg.Channel)
+	switch fb, why := b.sessionsOnly(); {
+	case b.cfg.Channel == config.DaytonaChannelSession:
+		ch += " (each command a toolbox process session)"
+	case fb:
+		ch += " (toolbox process sessions: " + why + ")"
+	case b.cfg.Channel == config.DaytonaChannelHelper:
+		ch += " (the helper over the toolbox PTY WebSocket only)"
+	default:
+		ch += " (the helper over the toolbox PTY WebSocket; toolbox process sessions where it cannot run)"
+	}
+	key := "none"
+	if b.api.key != "" {
+		key = b.keySource
+	}
+	return fmt.Sprintf("api %s; key %s; channel %s", b.apiURL, key, ch)
 }
 
 // Close marks the backend closed. Sandboxes stay (they stop on their own after auto_stop).
@@ -236,6 +294,9 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
 	s := &session{b: b, name: name}
+	if b.cfg.Channel == config.DaytonaChannelSession {
+		s.fallback = "daytona.channel is session"
+	}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
 		SpillDir: b.spillDir, Logger: b.opts.Logger})
 	return s, nil
@@ -249,21 +310,48 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 
 func (b *Backend) recordPath(session string) string { return filepath.Join(b.recordDir, session) }
 
+// A record is the sandbox id on its first line and, once a command ran, the mode on its
+// second.
 func (b *Backend) readRecord(session string) (string, bool) {
+	id, _, ok := b.readRecordMode(session)
+	return id, ok
+}
+
+func (b *Backend) readRecordMode(session string) (id, mode string, ok bool) {
 	data, err := os.ReadFile(b.recordPath(session))
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
-	return strings.TrimSpace(string(data)), true
+	id, mode, _ = strings.Cut(strings.TrimSpace(string(data)), "\n")
+	return strings.TrimSpace(id), strings.TrimSpace(mode), true
 }
 
 func (b *Backend) writeRecord(session, id string) {
-	if err := os.MkdirAll(b.recordDir, 0o700); err == nil {
-		err = os.WriteFile(b.recordPath(session), []byte(id+"\n"), 0o600)
-		if err == nil {
-			return
-		}
+	_, mode, _ := b.readRecordMode(session)
+	b.putRecord(session, id, mode)
+}
+
+func (b *Backend) putRecord(session, id, mode string) {
+	err := os.MkdirAll(b.recordDir, 0o700)
+	if err == nil {
+		err = os.WriteFile(b.recordPath(session), []byte(id+"\n"+mode+"\n"), 0o600)
+	}
+	if err != nil {
 		b.log.Warn("session record", "session", session, "err", err)
+	}
+}
+
+// recordMode notes in the session's record how its commands run (once per session object).
+func (s *session) recordMode(mode string) {
+	s.mu.Lock()
+	done := s.moded
+	s.moded = true
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	if id, old, ok := s.b.readRecordMode(s.name); ok && old != mode {
+		s.b.putRecord(s.name, id, mode)
 	}
 }
 

@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"testing"
 	"time"
 
@@ -29,5 +30,34 @@ func TestSmoke(t *testing.T) {
 	res := run(t, sess, "echo hi; echo err >&2; cd /tmp; exit 3")
 	if res.ExitCode != 3 || res.Stdout != "hi\n" || res.Stderr != "err\n" || res.Cwd != "/tmp" {
 		t.Fatalf("Exec = %+v", res)
+	}
+}
+
+// sessionChannel forces the toolbox-session fallback.
+func sessionChannel(c *config.Config) { c.Daytona.Channel = config.DaytonaChannelSession }
+
+// TestConformanceSessions runs the whole suite with every command in a toolbox process
+// session of its own (daytona.channel: session): the fallback for sandboxes where the helper
+// cannot run.
+func TestConformanceSessions(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	state := t.TempDir()
+	sandboxtest.Run(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
+		Slow:       3,
+	})
+}
+
+func TestSmokeSessions(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	b := newBackend(t, f, t.TempDir(), sessionChannel)
+	sess := open(t, b, "smoke")
+	t.Cleanup(func() { b.Remove(ctxT(t, time.Minute), "smoke") })
+	res := run(t, sess, "echo hi; echo err >&2; cd /tmp; exit 3")
+	if res.ExitCode != 3 || res.Stdout != "hi\n" || res.Stderr != "err\n" || res.Cwd != "/tmp" {
+		t.Fatalf("Exec = %+v", res)
+	}
+	if f.count("CreatePtySession") != 0 || f.count("SessionExecuteCommand") != 1 {
+		t.Errorf("PTYs %d, session commands %d; want 0 and 1", f.count("CreatePtySession"), f.count("SessionExecuteCommand"))
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -32,6 +33,39 @@ type session struct {
 
 	mu        sync.Mutex
 	sandboxID string
+	closed    bool
+	// fallback says why commands go through toolbox process sessions ("" while the helper
+	// is used); see fallback.go.
+	fallback  string
+	recreated bool    // to report from the fallback path
+	state     fbState // the fallback's last saved shell state
+	moded     bool    // the session record names the mode in use
+}
+
+// Exec runs cmd over the helper, or in a toolbox process session of its own when the helper
+// cannot run (daytona.channel: session, or auto after the helper failed).
+func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	if !s.usesSessions() {
+		res, err := s.Session.Exec(ctx, cmd)
+		if !isFallback(err) {
+			return res, err
+		}
+	}
+	return s.execSession(ctx, cmd)
+}
+
+// Close detaches from the helper; the sandbox stays.
+func (s *session) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return s.Session.Close()
+}
+
+func (s *session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // start is the channel's Starter: it brings the session's sandbox up (creating or waking
@@ -60,9 +94,10 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 			break
 		}
 		// A sandbox that stopped (auto-stop, someone else) between the start and the
-		// helper is started again; a helper that fails in a running sandbox is a real error.
+		// helper is started again; a helper that fails in a running sandbox is a real error,
+		// or the reason to fall back to toolbox sessions.
 		if attempt == 2 || ctx.Err() != nil || b.isStarted(ctx, sb.ID) {
-			return channel.Started{}, err
+			return channel.Started{}, s.helperFailed(err, recreated)
 		}
 		b.log.Debug("sandbox stopped while the helper started; again", "sandbox", sb.Name, "err", err)
 	}
@@ -77,7 +112,28 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if recreated {
 		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
 	}
+	s.recordMode(modeHelper)
 	return channel.Started{Client: client, Recreated: recreated}, nil
+}
+
+// helperFailed decides what a helper that cannot run means: with daytona.channel auto the
+// session falls back to toolbox sessions (said once in the log, and in Warnings and
+// Capabilities); with helper it is an error that says so.
+func (s *session) helperFailed(err error, recreated bool) error {
+	var fb *errFallback
+	if !errors.As(err, &fb) {
+		return err
+	}
+	if s.b.cfg.Channel == config.DaytonaChannelHelper {
+		return &sandbox.Error{Backend: Name, Op: "start helper", ID: s.name, Err: &kindError{kind: sandbox.ErrUnavailable, cause: fb,
+			hint: "daytona.channel is helper: set it to auto or session to run each command as a toolbox process session instead"}}
+	}
+	s.mu.Lock()
+	s.fallback = fb.reason
+	s.recreated = s.recreated || recreated
+	s.mu.Unlock()
+	s.b.noteFallback(s.name, fb.reason)
+	return err
 }
 
 // helper installs the helper if needed and attaches to it.
@@ -173,7 +229,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	}
 	arch := map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[strings.TrimSpace(lines[0])]
 	if arch == "" {
-		return "", &sandbox.Error{Backend: Name, Op: "probe", ID: sb.Name, Err: fmt.Errorf("the sandbox's machine is %q; the helper is built for x86_64 and aarch64 only: %w", lines[0], sandbox.ErrUnsupported)}
+		return "", &errFallback{reason: fmt.Sprintf("its machine is %q; the helper is built for x86_64 and aarch64 only", lines[0])}
 	}
 	home := strings.TrimSpace(lines[1])
 	if !strings.HasPrefix(home, "/") {
@@ -181,7 +237,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	}
 	img, err := b.helperFor(arch)
 	if err != nil {
-		return "", err
+		return "", &errFallback{reason: err.Error()}
 	}
 	dir := home + "/" + helperDir
 	path := dir + "/" + img.name
@@ -197,6 +253,11 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 		rand.Read(rnd[:])
 		tmp := path + ".tmp-" + hex.EncodeToString(rnd[:])
 		if err := tb.upload(ctx, tmp, img.data); err != nil {
+			// The toolbox refused the file (a read-only or full home, a size limit): the
+			// helper cannot be installed. No answer or a server error is only a failure.
+			if st := statusOf(err); st/100 == 4 && st != http.StatusUnauthorized && st != http.StatusRequestTimeout && st != http.StatusTooManyRequests {
+				return "", &errFallback{reason: "uploading it failed: " + err.Error()}
+			}
 			return "", b.apiErr("upload helper", sb.Name, err)
 		}
 		res, err := tb.execute(ctx, "sh -c "+shQuote("chmod 700 "+shQuote(tmp)+" && mv -f "+shQuote(tmp)+" "+shQuote(path)), "", 30*time.Second)
@@ -204,7 +265,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 			return "", b.apiErr("install helper", sb.Name, err)
 		}
 		if res.ExitCode != 0 {
-			return "", &sandbox.Error{Backend: Name, Op: "install helper", ID: sb.Name, Err: fmt.Errorf("%s (exit %d): %w", strings.TrimSpace(res.Result), res.ExitCode, sandbox.ErrUnavailable)}
+			return "", &errFallback{reason: fmt.Sprintf("installing it failed: %s (exit %d)", strings.TrimSpace(res.Result), res.ExitCode)}
 		}
 	}
 	shell := b.opts.Shell
@@ -258,7 +319,11 @@ func (b *Backend) attach(ctx context.Context, tb toolbox, sb sandboxInfo, cmdlin
 	}
 	client, err := agent.NewClient(ctx, p, p, closeFn)
 	if err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "start helper", ID: sb.Name, Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
+		if ctx.Err() != nil {
+			return nil, &sandbox.Error{Backend: Name, Op: "start helper", ID: sb.Name, Err: ctx.Err()}
+		}
+		// The shell could not exec it (a noexec home, a wrong binary) and ended the PTY.
+		return nil, &errFallback{reason: "it did not start: " + err.Error()}
 	}
 	return client, nil
 }

@@ -58,6 +58,12 @@ type fakeDaytona struct {
 	inject  map[string][]int    // operationId → statuses to answer next, instead of serving
 	stopped chan struct{}
 	wg      sync.WaitGroup
+
+	// noexecHome mounts the sandboxes' home directories noexec (the helper cannot run).
+	noexecHome bool
+	// bg ends the toolbox sessions' commands when the fake closes.
+	bg       context.Context
+	bgCancel context.CancelFunc
 }
 
 type fakeBox struct {
@@ -73,6 +79,7 @@ type fakeBox struct {
 	stoppedAt       time.Time
 	conns           int // open PTY sockets and requests in progress (activity while open)
 	ptys            map[string]*fakePty
+	sessions        map[string]*fakeSession // toolbox process sessions, by id
 }
 
 type fakePty struct {
@@ -132,6 +139,7 @@ func newFake(t testing.TB, image string, minute time.Duration) *fakeDaytona {
 	f := &fakeDaytona{t: t, key: "dtn_" + hex.EncodeToString(k[:]), cli: needEngine(t), image: image, minute: minute,
 		transition: 150 * time.Millisecond, api: api, tb: tb, boxes: map[string]*fakeBox{}, ops: map[string]int{},
 		inject: map[string][]int{}, stopped: make(chan struct{})}
+	f.bg, f.bgCancel = context.WithCancel(context.Background())
 	f.srv = httptest.NewServer(f)
 	f.wg.Add(1)
 	go f.clock()
@@ -142,6 +150,7 @@ func newFake(t testing.TB, image string, minute time.Duration) *fakeDaytona {
 func (f *fakeDaytona) apiURL() string { return f.srv.URL + "/api" }
 
 func (f *fakeDaytona) close() {
+	f.bgCancel()
 	close(f.stopped)
 	f.srv.CloseClientConnections()
 	f.srv.Close()
@@ -414,7 +423,8 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		var id [8]byte
 		rand.Read(id[:])
 		b := &fakeBox{id: hex.EncodeToString(id[:]), name: n, state: "creating", labels: map[string]string{}, body: m,
-			autoStop: 15, autoDelete: -1, created: time.Now(), active: time.Now(), ptys: map[string]*fakePty{}}
+			autoStop: 15, autoDelete: -1, created: time.Now(), active: time.Now(), ptys: map[string]*fakePty{},
+			sessions: map[string]*fakeSession{}}
 		if v, ok := m["autoStopInterval"].(float64); ok {
 			b.autoStop = int(v)
 		}
@@ -660,32 +670,43 @@ func (f *fakeDaytona) removeContainer(ctx context.Context, b *fakeBox) error {
 
 // run runs argv in b's container and returns its joined output and exit code.
 func (f *fakeDaytona) run(ctx context.Context, b *fakeBox, user, dir string, env []string, argv []string) ([]byte, int, error) {
-	ex, err := f.cli.ExecCreate(ctx, b.ctr, client.ExecCreateOptions{Cmd: argv, User: user, WorkingDir: dir, Env: env,
-		AttachStdout: true, AttachStderr: true})
+	var out bytes.Buffer
+	code, err := f.runStreams(ctx, b, user, dir, env, argv, false, &out, &out)
 	if err != nil {
 		return nil, 0, err
+	}
+	return out.Bytes(), code, nil
+}
+
+// runStreams runs argv in b's container, copying its stdout and stderr to the writers as
+// they come, and returns its exit code. With holdStdin its standard input stays open (and
+// empty) while it runs, as a toolbox session's input pipe does.
+func (f *fakeDaytona) runStreams(ctx context.Context, b *fakeBox, user, dir string, env []string, argv []string, holdStdin bool, stdout, stderr io.Writer) (int, error) {
+	ex, err := f.cli.ExecCreate(ctx, b.ctr, client.ExecCreateOptions{Cmd: argv, User: user, WorkingDir: dir, Env: env,
+		AttachStdin: holdStdin, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, err
 	}
 	hr, err := f.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	defer hr.Close()
-	var out bytes.Buffer
 	done := make(chan error, 1)
-	go func() { _, err := stdcopy.StdCopy(&out, &out, hr.Reader); done <- err }()
+	go func() { _, err := stdcopy.StdCopy(stdout, stderr, hr.Reader); done <- err }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return 0, ctx.Err()
 	}
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
 	ei, err := f.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
-	return out.Bytes(), ei.ExitCode, nil
+	return ei.ExitCode, nil
 }
 
 // toolbox ----------------------------------------------------------------------------------
@@ -763,6 +784,10 @@ func (f *fakeDaytona) toolbox(w http.ResponseWriter, r *http.Request, op, id str
 			p.close()
 		}
 		writeJSON(w, http.StatusOK, map[string]any{})
+	case "CreateSession", "SessionExecuteCommand", "GetSessionCommand", "GetSessionCommandLogs", "DeleteSession":
+		f.processSession(w, r, op, b, params, body)
+	case "DownloadFile", "ListFiles":
+		f.files(w, r, op, b)
 	default:
 		f.t.Errorf("fake Daytona: toolbox %s is not served", op)
 		writeJSON(w, http.StatusNotImplemented, map[string]any{"error": op + " not served by the fake"})

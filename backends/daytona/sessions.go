@@ -32,6 +32,9 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.ID, State: sb.State}
+		if id, mode, ok := b.readRecordMode(name); ok && id == sb.ID {
+			info.Mode = mode
+		}
 		info.Created, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
 		info.Used, _ = time.Parse(time.RFC3339Nano, sb.LastActivityAt)
 		out = append(out, info)

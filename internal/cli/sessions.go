@@ -42,7 +42,11 @@ func (a *app) sessionsCmd() *cobra.Command {
 				if !s.Used.IsZero() {
 					used = time.Since(s.Used).Round(time.Second).String() + " ago"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Backend, s.State, s.Cwd, used)
+				state := s.State
+				if s.Mode != "" {
+					state += " (" + s.Mode + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Backend, state, s.Cwd, used)
 			}
 			return tw.Flush()
 		},

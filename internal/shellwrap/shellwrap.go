@@ -27,10 +27,11 @@ import (
 //   - HERMES_FB_NODIR: a file to create, before exiting 1, when HERMES_FB_DIR cannot be entered.
 //     Without it a missing directory is reported by cd and the command runs where it is.
 //
-// The saved state is STATE (`export -p`, with HERMES_FB_PWD the directory) and STATE.cwd.
+// The saved state is STATE (`export -p`, with HERMES_FB_PWD the directory) and STATE.cwd,
+// each replaced whole by a rename, so concurrent commands of one session never mix them.
 const Wrapper = `st=$1; pf=$2; mode=$3; payload=$4; shift 4
 mkdir -p "${st%/*}" 2>/dev/null; echo $$ > "$pf"
-__hs_save() { __hs_rc=$?; for __hs_n in $HERMES_FB_CMDENV; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; export -p > "$st.tmp" 2>/dev/null && mv -f "$st.tmp" "$st"; printf '%s' "$PWD" > "$st.cwd"; rm -f "$pf"; exit $__hs_rc; }
+__hs_save() { __hs_rc=$?; for __hs_n in $HERMES_FB_CMDENV; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; export -p > "$st.$$" 2>/dev/null && mv -f "$st.$$" "$st"; printf '%s' "$PWD" > "$st.cwd.$$" && mv -f "$st.cwd.$$" "$st.cwd"; rm -f "$pf"; exit $__hs_rc; }
 for __hs_n in $HERMES_FB_CMDENV; do eval "__hs_v_$__hs_n=\${$__hs_n-}"; done
 [ -r "$st" ] && . "$st"
 for __hs_n in $HERMES_FB_CMDENV; do eval "$__hs_n=\$__hs_v_$__hs_n; export $__hs_n; unset __hs_v_$__hs_n"; done
