@@ -51,20 +51,25 @@ const inlineMax = 64 << 10
 const stdinMax = 16 << 20
 
 // fbRunner is run as `sh -c RUNNER sh DIR SESSION ID STDIN MODE PAYLOAD [ARGS…]`; MODE,
-// PAYLOAD and ARGS go to shellwrap.Wrapper. STDIN is a file to read ("" = /dev/null).
-var fbRunner = `d=$1; st=$d/$2.env; p=$d/$3; in=${4:-/dev/null}; shift 4
-mkdir -p "$d" && : >"$p.out" && : >"$p.err" || exit 125
+// PAYLOAD and ARGS go to shellwrap.Wrapper. STDIN is a file to read ("" = /dev/null). The
+// runner's own diagnostics (a shell's "Terminated") go nowhere, and the command runs as a
+// job waited for, since some shells print that notice with the job's redirections in force;
+// fd 3 is the toolbox's stderr.
+var fbRunner = `exec 3>&2 2>/dev/null
+command -v od >/dev/null && command -v dd >/dev/null || { echo "hermes-sandbox: running commands as toolbox sessions needs dd and od in the sandbox" >&3; exit 125; }
+d=$1; st=$d/$2.env; p=$d/$3; in=${4:-/dev/null}; shift 4
+mkdir -p "$d" && : >"$p.out" && : >"$p.err" || { echo "hermes-sandbox: cannot write to $d" >&3; exit 125; }
 __fe() { exec 4<"$1"; n=0; while :; do f=0; [ -e "$p.done" ] && f=1; h=$(dd bs=16384 count=1 <&4 2>/dev/null | od -An -v -tx1); if [ -n "$h" ]; then printf '%s\n' "$h"; n=0; continue; fi; [ $f = 1 ] && break; n=$((n+1)); if [ $n -lt 25 ]; then sleep 0.02; elif [ $n -lt 100 ]; then sleep 0.1; else sleep 0.25; fi; done; }
 __fe "$p.out" & __o=$!
-__fe "$p.err" >&2 & __e=$!
-HERMES_FB_NODIR=$p.nodir sh -c ` + shQuote(shellwrap.Wrapper) + ` sh "$st" "$p.pid" "$@" <"$in" >"$p.out" 2>"$p.err"
-__rc=$?
+__fe "$p.err" >&3 & __e=$!
+HERMES_FB_NODIR=$p.nodir sh -c ` + shQuote(shellwrap.Wrapper) + ` sh "$st" "$p.pid" "$@" <"$in" >"$p.out" 2>"$p.err" &
+wait $!; __rc=$?
 : >"$p.done"
 wait $__o $__e
 printf 'x%s\n' "$__rc"
 [ -e "$p.nodir" ] && echo n
 echo s; od -An -v -tx1 "$st" 2>/dev/null; echo z
-echo z >&2
+echo z >&3
 rm -f "$p.out" "$p.err" "$p.done" "$p.nodir" "$p.pid" "$p.sh" "$p.in"`
 
 // fbKill is run through process/execute as `sh -c KILL sh ID`: it waits briefly for the
