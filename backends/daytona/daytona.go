@@ -54,6 +54,9 @@ type Options struct {
 	PollInterval time.Duration
 	// StateTimeout bounds the wait for a sandbox to reach a usable state (default 5m).
 	StateTimeout time.Duration
+	// HelperBinary, when set, is uploaded instead of the built helper (tests: a helper that
+	// cannot run, as one built for another machine).
+	HelperBinary []byte
 }
 
 // Backend runs sessions in Daytona sandboxes.

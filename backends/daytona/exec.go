@@ -125,7 +125,8 @@ func (s *session) helperFailed(err error, recreated bool) error {
 		return err
 	}
 	if s.b.cfg.Channel == config.DaytonaChannelHelper {
-		return &sandbox.Error{Backend: Name, Op: "start helper", ID: s.name, Err: &kindError{kind: sandbox.ErrUnavailable, cause: fb,
+		// The cause is kept as text: the session must not take this error for a fallback.
+		return &sandbox.Error{Backend: Name, Op: "start helper", ID: s.name, Err: &kindError{kind: sandbox.ErrUnavailable, cause: errors.New(fb.Error()),
 			hint: "daytona.channel is helper: set it to auto or session to run each command as a toolbox process session instead"}}
 	}
 	s.mu.Lock()
@@ -195,13 +196,19 @@ func (b *Backend) helperFor(arch string) (*helperImage, error) {
 	if h := b.agents[arch]; h != nil {
 		return h, nil
 	}
-	p, args, err := agentbin.Path(arch)
-	if err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: err}
+	var data []byte
+	args := []string{"serve"}
+	if b.extra.HelperBinary != nil {
+		data = b.extra.HelperBinary
+	} else {
+		p, a, err := agentbin.Path(arch)
+		if err != nil {
+			return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
+		}
+		if data, err = os.ReadFile(p); err != nil {
+			return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: err}
+		}
+		args = a
 	}
 	sum := sha256.Sum256(data)
 	h := &helperImage{data: data, args: args, name: "agent-" + hex.EncodeToString(sum[:])[:12]}

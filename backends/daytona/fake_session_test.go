@@ -284,11 +284,3 @@ func (f *fakeDaytona) files(w http.ResponseWriter, r *http.Request, op string, b
 		}
 	}
 }
-
-// homeMount makes the sandboxes' home directory a noexec tmpfs when f.noexecHome is set.
-func (f *fakeDaytona) homeMount() map[string]string {
-	if !f.noexecHome {
-		return nil
-	}
-	return map[string]string{fakeHome: "rw,noexec,nosuid,size=64m,mode=0755,uid=1000,gid=1000"}
-}

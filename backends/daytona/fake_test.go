@@ -59,8 +59,6 @@ type fakeDaytona struct {
 	stopped chan struct{}
 	wg      sync.WaitGroup
 
-	// noexecHome mounts the sandboxes' home directories noexec (the helper cannot run).
-	noexecHome bool
 	// bg ends the toolbox sessions' commands when the fake closes.
 	bg       context.Context
 	bgCancel context.CancelFunc
