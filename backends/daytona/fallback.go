@@ -315,7 +315,7 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 	}()
 	cmdID, err := tb.sessionExec(ctx, sid, fc.line)
 	if err != nil {
-		if isNetErr(err) || ctx.Err() != nil {
+		if isNetErr(err) || ctx.Err() != nil || statusOf(err)/100 == 5 {
 			// It may have started: make sure it is not running; never send it again.
 			s.kill(ctx, tb, id)
 		}

@@ -369,18 +369,51 @@ func TestUnknownCompletionNotRerun(t *testing.T) {
 	}
 }
 
+// TestUnknownCompletionNotRerunSessions: over toolbox sessions, a command whose start is
+// unknown (the toolbox's proxy answered 502) is sent once, killed in case it started, and
+// the session works afterwards.
+func TestUnknownCompletionNotRerunSessions(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	b := newBackend(t, f, t.TempDir(), sessionChannel)
+	removeAtEnd(t, b, "once")
+	sess := open(t, b, "once")
+	run(t, sess, "true")
+	f.injectStatus("SessionExecuteCommand", http.StatusBadGateway)
+	sent, kills := f.count("SessionExecuteCommand"), f.count("ExecuteCommand")
+	if _, err := sess.Exec(ctxT(t, time.Minute), sandbox.Command{Script: "true"}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("Exec with the toolbox failing = %v; want ErrUnavailable", err)
+	}
+	if n := f.count("SessionExecuteCommand") - sent; n != 1 {
+		t.Errorf("session exec sent %d times; want once (never re-run)", n)
+	}
+	if n := f.count("ExecuteCommand") - kills; n != 1 {
+		t.Errorf("%d kills through process/execute; want 1", n)
+	}
+	if res := run(t, sess, "echo ok"); res.Stdout != "ok\n" {
+		t.Errorf("next Exec = %q; want ok", res.Stdout)
+	}
+}
+
 // TestEnvPassthroughAndTimeout: terminal.env_passthrough reaches commands (inside the
 // protocol, not in the create request), and a timeout kills the command's tree while the
 // sandbox keeps running.
 func TestEnvPassthroughAndTimeout(t *testing.T) {
 	f := newFake(t, testImage(t), time.Minute)
-	b := newBackend(t, f, t.TempDir(), nil)
+	t.Run("helper", func(t *testing.T) { testEnvPassthroughAndTimeout(t, f, nil) })
+	t.Run("session", func(t *testing.T) { testEnvPassthroughAndTimeout(t, f, sessionChannel) })
+}
+
+func testEnvPassthroughAndTimeout(t *testing.T, f *fakeDaytona, mut func(*config.Config)) {
+	b := newBackend(t, f, t.TempDir(), mut)
 	b.opts.EnvPassthrough = []string{"HERMES_PASS_TEST"}
 	b.opts.Environ = append(b.opts.Environ, "HERMES_PASS_TEST=secret-ish value")
 	removeAtEnd(t, b, "pass")
 	sess := open(t, b, "pass")
 	if res := run(t, sess, `printf '%s' "$HERMES_PASS_TEST"`); res.Stdout != "secret-ish value" {
 		t.Errorf("passthrough = %q; want the caller's value", res.Stdout)
+	}
+	if res := run(t, sess, `HERMES_PASS_TEST=changed; printf '%s' "$HERMES_PASS_TEST"`); res.Stdout != "changed" {
+		t.Errorf("a changed passthrough value = %q", res.Stdout)
 	}
 	for _, body := range f.createBodies() {
 		if fmt.Sprint(body["env"]) != "<nil>" && strings.Contains(fmt.Sprint(body["env"]), "secret-ish") {
