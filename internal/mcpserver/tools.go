@@ -447,8 +447,10 @@ func jobState(j sandbox.JobStatus) string {
 
 func (s *Server) info(ctx context.Context, req *mcp.CallToolRequest, _ InfoInput) (*mcp.CallToolResult, InfoResult, error) {
 	out := InfoResult{
-		Backend:            s.backend.Name(),
-		Capabilities:       s.caps,
+		Backend: s.backend.Name(),
+		// Asked again, not the startup copy: a backend can change how it runs commands
+		// (daytona falls back to toolbox sessions where its helper cannot run).
+		Capabilities:       s.backend.Capabilities(),
 		Warnings:           []string{},
 		ApprovalMode:       string(s.cfg.Approvals.Mode),
 		Elicitation:        canElicit(req.Session),
