@@ -203,11 +203,21 @@ func (f *fakeDaytona) followLog(w http.ResponseWriter, r *http.Request, sess *fa
 	}
 	defer conn.CloseNow()
 	ctx := conn.CloseRead(context.WithoutCancel(r.Context()))
+	f.mu.Lock()
+	cut := f.logCuts > 0
+	if cut {
+		f.logCuts--
+	}
+	f.mu.Unlock()
 	offset := 0
 	for {
 		data, ended, changed := c.view(offset)
 		if len(data) > 0 {
 			if err := conn.Write(ctx, websocket.MessageBinary, data); err != nil {
+				return
+			}
+			if cut {
+				conn.Close(websocket.StatusNormalClosure, "")
 				return
 			}
 			offset += len(data)

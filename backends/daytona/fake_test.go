@@ -59,6 +59,9 @@ type fakeDaytona struct {
 	stopped chan struct{}
 	wg      sync.WaitGroup
 
+	// logCuts makes the next n followed session logs end after their first message, as a
+	// proxy that cuts long streams would.
+	logCuts int
 	// bg ends the toolbox sessions' commands when the fake closes.
 	bg       context.Context
 	bgCancel context.CancelFunc

@@ -364,6 +364,8 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 			res.ExitCode = sandbox.ExitInterrupted
 		}
 	} else if ferr != nil {
+		// The command's log is lost; it may still run: it is not left behind.
+		s.kill(ctx, tb, id)
 		return nil, b.apiErr("exec", s.name, ferr)
 	} else {
 		res.ExitCode = dec.code
@@ -416,7 +418,7 @@ func (s *session) follow(ctx context.Context, tb toolbox, sid, cmdID string, dec
 				return ctx.Err()
 			}
 		}
-		before := dec.raw
+		before, began := dec.raw, time.Now()
 		err := s.followOnce(ctx, tb.logsURL(sid, cmdID), h, dec)
 		if dec.done() {
 			return nil
@@ -424,8 +426,8 @@ func (s *session) follow(ctx context.Context, tb toolbox, sid, cmdID string, dec
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if dec.raw > before {
-			attempt = 0
+		if dec.raw > before || (err == nil && time.Since(began) > 2*time.Second) {
+			attempt = 0 // progress, or a stream that stayed up a while: not a failing one
 		}
 		if err != nil {
 			last = err

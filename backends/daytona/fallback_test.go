@@ -132,3 +132,24 @@ func TestSessionsReportMode(t *testing.T) {
 		t.Errorf("Capabilities() over the helper = %+v", c)
 	}
 }
+
+// TestSessionLogCut: a followed log that ends before the command (a proxy cut it) is followed
+// again from where it was, so output is neither lost nor repeated.
+func TestSessionLogCut(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	b := newBackend(t, f, t.TempDir(), sessionChannel)
+	sess := open(t, b, "cut")
+	t.Cleanup(func() { b.Remove(ctxT(t, time.Minute), "cut") })
+	run(t, sess, "true")
+	f.mu.Lock()
+	f.logCuts = 2
+	f.mu.Unlock()
+	follows := f.count("GetSessionCommandLogs")
+	res := run(t, sess, "echo a; sleep 0.3; echo b >&2; sleep 0.3; echo c; exit 4")
+	if res.ExitCode != 4 || res.Stdout != "a\nc\n" || res.Stderr != "b\n" {
+		t.Errorf("Exec over a cut log = %d %q %q; want 4, a c, b", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if n := f.count("GetSessionCommandLogs") - follows; n < 3 {
+		t.Errorf("the log was followed %d times; want at least 3 (two cuts)", n)
+	}
+}
