@@ -446,20 +446,29 @@ func TestLive(t *testing.T) {
 	if key == "" {
 		t.Skip("set DAYTONA_API_KEY (and optionally DAYTONA_API_URL, HERMES_SANDBOX_DAYTONA_SNAPSHOT) to run against real Daytona")
 	}
-	cfg := config.NewConfig()
-	cfg.Daytona.Snapshot = os.Getenv("HERMES_SANDBOX_DAYTONA_SNAPSHOT")
-	b, err := NewWith(cfg.Daytona, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Check(ctxT(t, time.Minute)); err != nil {
-		t.Fatalf("Check() = %v", err)
-	}
-	sess := open(t, b, "live")
-	defer b.Remove(context.Background(), "live")
-	res, err := sess.Exec(ctxT(t, 5*time.Minute), sandbox.Command{Script: "echo out; echo err >&2; cd /tmp; exit 3"})
-	if err != nil || res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Cwd != "/tmp" {
-		t.Errorf("live Exec = %+v, %v", res, err)
+	for _, ch := range []config.DaytonaChannel{config.DaytonaChannelHelper, config.DaytonaChannelSession} {
+		t.Run(string(ch), func(t *testing.T) {
+			cfg := config.NewConfig()
+			cfg.Daytona.Snapshot = os.Getenv("HERMES_SANDBOX_DAYTONA_SNAPSHOT")
+			cfg.Daytona.Channel = ch
+			b, err := NewWith(cfg.Daytona, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: os.Environ()}), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if err := b.Check(ctxT(t, time.Minute)); err != nil {
+				t.Fatalf("Check() = %v", err)
+			}
+			sess := open(t, b, "live")
+			defer b.Remove(context.Background(), "live")
+			res, err := sess.Exec(ctxT(t, 5*time.Minute), sandbox.Command{Script: "echo out; echo err >&2; cd /tmp; exit 3"})
+			if err != nil || res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.Cwd != "/tmp" {
+				t.Errorf("live Exec = %+v, %v", res, err)
+			}
+			res, err = sess.Exec(ctxT(t, 5*time.Minute), sandbox.Command{Script: "printf 'a\\000b'; sleep 30", Timeout: 3 * time.Second})
+			if err != nil || !res.TimedOut || res.Stdout != "a\x00b" {
+				t.Errorf("live Exec with a timeout = %+v, %v; want a\\0b, timed out", res, err)
+			}
+		})
 	}
 }
