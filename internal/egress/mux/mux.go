@@ -48,7 +48,7 @@ type Session struct {
 	w      io.Writer
 	closer io.Closer
 
-	wmu sync.Mutex // serialises frames on w
+	wmu  sync.Mutex // serialises frames on w
 	wbuf []byte
 
 	mu      sync.Mutex
