@@ -13,7 +13,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -124,4 +129,38 @@ func (in *Internet) TLSConfig() *tls.Config {
 	pool := x509.NewCertPool()
 	pool.AddCert(in.Secure.Certificate())
 	return &tls.Config{RootCAs: pool, ServerName: "example.com"}
+}
+
+var getter struct {
+	sync.Mutex
+	path string
+	err  error
+}
+
+// Getter builds egressget (a static HTTP(S) client that honours the proxy variables and
+// uses CONNECT for HTTPS) once per test process and returns its path.
+func Getter(t testing.TB) string {
+	t.Helper()
+	getter.Lock()
+	defer getter.Unlock()
+	if getter.path == "" && getter.err == nil {
+		dir, err := os.MkdirTemp("", "egressget-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, self, _, _ := runtime.Caller(0)
+		out := filepath.Join(dir, "egressget")
+		cmd := exec.Command("go", "build", "-o", out, "./egressget")
+		cmd.Dir = filepath.Dir(self)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			getter.err = fmt.Errorf("build egressget: %v: %s", err, b)
+		} else {
+			getter.path = out
+		}
+	}
+	if getter.err != nil {
+		t.Fatal(getter.err)
+	}
+	return getter.path
 }
