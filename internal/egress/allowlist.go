@@ -207,3 +207,29 @@ func isNumericHost(h string) bool {
 	}
 	return true
 }
+
+// Covers reports whether everything entry (an allowlist entry, possibly a wildcard) allows
+// is also allowed by a, comparing names only (a provider's domain list has no ports, so an
+// entry is taken at the default ports).
+func (a Allowlist) Covers(entry string) bool {
+	r, err := ParseRule(entry)
+	if err != nil {
+		return false
+	}
+	for _, have := range a.rules {
+		if have.Port != 0 && have.Port != r.Port {
+			continue
+		}
+		if have.Port == 0 && r.Port != 0 && !slices.Contains(DefaultPorts, r.Port) {
+			continue
+		}
+		switch {
+		case !r.Wildcard && r.Port != 0 && have.Matches(r.Name, r.Port),
+			!r.Wildcard && r.Port == 0 && have.Matches(r.Name, 443) && have.Matches(r.Name, 80):
+			return true
+		case r.Wildcard && have.Wildcard && (r.Name == have.Name || strings.HasSuffix(r.Name, "."+have.Name)):
+			return true
+		}
+	}
+	return false
+}

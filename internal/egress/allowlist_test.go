@@ -86,3 +86,19 @@ func TestAllowlistWith(t *testing.T) {
 		t.Errorf("With: evil.test allowed or new.test refused: %v", b.Strings())
 	}
 }
+
+func TestAllowlistCovers(t *testing.T) {
+	a, _ := ParseAllowlist([]string{"pypi.org", "*.github.com", "git.example.com:22"})
+	for _, tt := range []struct {
+		entry string
+		want  bool
+	}{
+		{"pypi.org", true}, {"files.pythonhosted.org", false}, {"api.github.com", true}, {"*.github.com", true},
+		{"*.api.github.com", true}, {"*.pypi.org", false}, {"github.com", false}, {"git.example.com:22", true},
+		{"git.example.com", false}, {"1.2.3.4", false},
+	} {
+		if got := a.Covers(tt.entry); got != tt.want {
+			t.Errorf("Covers(%q) = %v; want %v", tt.entry, got, tt.want)
+		}
+	}
+}
