@@ -89,3 +89,16 @@ func TestSharedEgressNotPretended(t *testing.T) {
 		t.Errorf("doctor = %d %q; want the egress status", code, out)
 	}
 }
+
+// TestSessionsNetworkNeedsDockerAllowlist: on a backend without a per-session allowlist the
+// command says so instead of doing nothing.
+func TestSessionsNetworkNeedsDockerAllowlist(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "XDG_CONFIG_HOME=" + filepath.Join(dir, "c"), "XDG_STATE_HOME=" + filepath.Join(dir, "s"),
+		"HERMES_SANDBOX_TERMINAL_CWD=" + dir, "HERMES_SANDBOX_SANDBOX=local"}
+	var out, errb bytes.Buffer
+	code := RunWith(context.Background(), []string{"sessions", "network", "default", "--allow", "pypi.org"}, strings.NewReader(""), &out, &errb, env)
+	if code == 0 || !strings.Contains(errb.String(), "no per-session egress allowlist") || !strings.Contains(errb.String(), "not available") {
+		t.Errorf("sessions network on local = %d %q %q; want an error saying local has no allowlist", code, out.String(), errb.String())
+	}
+}
