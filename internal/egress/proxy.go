@@ -458,8 +458,21 @@ func dropHop(h http.Header) {
 	}
 }
 
+// countReader counts bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // forward sends one plain HTTP request to up and its response back to c; the upstream
-// connection carries only this request.
+// connection carries only this request. A body of known length is copied straight from
+// connection to connection (splice(2) when both are TCP).
 func forward(c net.Conn, req *http.Request, up net.Conn) (upN, downN int64, err error) {
 	cu := &counter{Conn: up}
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
@@ -477,18 +490,53 @@ func forward(c net.Conn, req *http.Request, up net.Conn) (upN, downN int64, err 
 		}
 		sent <- err
 	}()
-	resp, err := http.ReadResponse(bufio.NewReaderSize(cu, 64<<10), req)
+	cr := &countReader{r: up}
+	br := bufio.NewReaderSize(cr, 64<<10)
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		up.Close()
 		<-sent
 		writeError(c, http.StatusBadGateway, "hermes-sandbox egress proxy: bad response from "+req.URL.Host+": "+err.Error()+"\n")
-		return cu.written, cu.read, err
+		return cu.written, cr.n, err
 	}
 	dropHop(resp.Header)
 	resp.Close = true
-	err = resp.Write(c)
+	if resp.ContentLength > 0 && len(resp.TransferEncoding) == 0 && req.Method != http.MethodHead {
+		var copied int64
+		copied, err = copyBody(c, resp, br, up)
+		downN = cr.n + copied
+	} else {
+		err = resp.Write(c)
+		downN = cr.n
+	}
 	resp.Body.Close()
 	up.Close()
 	<-sent
-	return cu.written, cu.read, err
+	return cu.written, downN, err
+}
+
+// copyBody writes resp's status line and headers, the body bytes already buffered in br,
+// and the rest of the body straight from up to c. It returns the bytes it read from up
+// itself (not through br).
+func copyBody(c net.Conn, resp *http.Response, br *bufio.Reader, up net.Conn) (int64, error) {
+	bw := bufio.NewWriterSize(c, 4<<10)
+	fmt.Fprintf(bw, "HTTP/%d.%d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.Status)
+	resp.Header.Del("Content-Length")
+	resp.Header.Write(bw)
+	fmt.Fprintf(bw, "Content-Length: %d\r\nConnection: close\r\n\r\n", resp.ContentLength)
+	rest := resp.ContentLength
+	if n := min(int64(br.Buffered()), rest); n > 0 {
+		b, _ := br.Peek(int(n))
+		bw.Write(b)
+		br.Discard(int(n))
+		rest -= n
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(c, io.LimitReader(up, rest))
+	if err == nil && n < rest {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }

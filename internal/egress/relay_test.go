@@ -15,7 +15,10 @@ import (
 
 // relayChain runs the in-sandbox relay and the host side over pipes, as a docker session
 // does over its exec stream, and returns the relay's listening address.
-func relayChain(t *testing.T, p *egress.Proxy) (string, func()) {
+func relayChain(t *testing.T, p *egress.Proxy) (string, func()) { return relayChainB(t, p) }
+
+// relayChainB is relayChain for tests and benchmarks.
+func relayChainB(t testing.TB, p *egress.Proxy) (string, func()) {
 	t.Helper()
 	toRelayR, toRelayW := io.Pipe()
 	fromRelayR, fromRelayW := io.Pipe()
