@@ -240,6 +240,7 @@ func (b *Backend) touchRecord(session string) {
 func (b *Backend) dropRecord(session string) {
 	os.Remove(b.recordPath(session))
 	os.Remove(b.cwdPath(session))
+	os.Remove(b.overridePath(session)) // a live allowlist change ends with its session
 }
 
 // cwdPath is where a session's last working directory is kept, beside the records.
