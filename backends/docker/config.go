@@ -460,7 +460,11 @@ func (b *Backend) Warnings() []string {
 		w = append(w, "docker.privileged is true: the container can use every host device and capability, so a command can take over the host")
 	}
 	if b.network() == config.NetworkOpen {
-		w = append(w, "docker.network is open (or network_enabled true): commands can reach any host (exfiltration); docker.network allowlist with docker.egress_allow lets through only the hosts you list")
+		key := "docker.network is open"
+		if cfg.Network == "" {
+			key = "docker.network_enabled is true"
+		}
+		w = append(w, key+": commands can reach the network (exfiltration, downloads); docker.network allowlist with docker.egress_allow lets through only the hosts you list")
 	}
 	if !cfg.ReadOnlyRootfs {
 		w = append(w, "docker.read_only_rootfs is false: commands can modify the image's files")
