@@ -2,7 +2,9 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -56,9 +58,9 @@ type Options struct {
 	Resolver Resolver
 	// Dial connects to an address the proxy resolved; nil means a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// AllowLoopback lets allowed names resolve to loopback or link-local addresses (tests
-	// only: in production a name pointing there would reach this host's own services or a
-	// cloud metadata endpoint, so it is refused).
+	// AllowLoopback lets allowed names resolve to loopback, link-local or this host's own
+	// interface addresses (tests only: in production a name pointing there would reach this
+	// host's own services or a cloud metadata endpoint, so it is refused).
 	AllowLoopback bool
 	// DialTimeout bounds resolving and connecting (default 15s).
 	DialTimeout time.Duration
@@ -285,8 +287,13 @@ func (p *Proxy) serveRequest(c net.Conn, br *bufio.Reader, req *http.Request) bo
 	defer p.untrack(up)
 	defer up.Close()
 	if req.Method == http.MethodConnect {
-		ev.BytesUp, ev.BytesDown, err = tunnel(c, br, up)
+		var sni string
+		ev.BytesUp, ev.BytesDown, sni, err = tunnel(c, br, up, ev.Host)
+		if sni != "" {
+			ev.Decision, ev.Reason = Denied, fmt.Sprintf("the TLS server name %q differs from the CONNECT host", sni)
+		}
 	} else {
+		req.Host = req.URL.Host // the destination decided on, whatever Host header came with it
 		ev.BytesUp, ev.BytesDown, err = forward(c, req, up)
 	}
 	if err != nil {
@@ -350,7 +357,7 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 	var errs []error
 	for _, a := range addrs {
 		a = a.Unmap()
-		if a.IsUnspecified() || a.IsMulticast() || (!p.opts.AllowLoopback && (a.IsLoopback() || a.IsLinkLocalUnicast())) {
+		if a.IsUnspecified() || a.IsMulticast() || (!p.opts.AllowLoopback && (a.IsLoopback() || a.IsLinkLocalUnicast() || isLocalAddr(a))) {
 			errs = append(errs, fmt.Errorf("%s resolves to %s, an address on this host or its link: refused", host, a))
 			continue
 		}
@@ -364,6 +371,23 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 		return nil, fmt.Errorf("resolve %s: no addresses", host)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// isLocalAddr reports whether a is an address of one of this host's interfaces (a docker
+// bridge's gateway, say): reaching it would reach this host's own services.
+func isLocalAddr(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // unknown: assume the worst
+	}
+	for _, x := range addrs {
+		if n, ok := x.(*net.IPNet); ok {
+			if b, ok := netip.AddrFromSlice(n.IP); ok && b.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeError writes a short plain-text response that closes the connection.
@@ -381,16 +405,25 @@ func closeWrite(c io.Writer) {
 	}
 }
 
-// tunnel answers a CONNECT and copies bytes both ways until both directions end.
-func tunnel(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN int64, err error) {
+// tunnel answers a CONNECT and copies bytes both ways until both directions end. When the
+// client starts TLS, its ClientHello must name host (or no server name): a different name
+// (a fronting attempt at a shared front end) ends the tunnel before a byte goes up, and
+// badSNI returns it. The server's bytes flow from the start, so server-first protocols work.
+func tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string) (upN, downN int64, badSNI string, err error) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	var wg sync.WaitGroup
 	var upErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		if sni, ok := peekSNI(br); ok && sni != "" && !strings.EqualFold(strings.TrimSuffix(sni, "."), host) {
+			badSNI = sni
+			up.Close()
+			c.Close()
+			return
+		}
 		// Bytes the client sent after its CONNECT (a TLS hello) are already in br.
 		if n := br.Buffered(); n > 0 {
 			b, _ := br.Peek(n)
@@ -419,11 +452,55 @@ func tunnel(c net.Conn, br *bufio.Reader, up net.Conn) (upN, downN int64, err er
 		closeWrite(c)
 	}
 	wg.Wait()
+	if badSNI != "" {
+		return upN, downN, badSNI, nil
+	}
 	if err == nil {
 		err = upErr
 	}
-	return upN, downN, err
+	return upN, downN, "", err
 }
+
+// errSeen stops a handshake once the ClientHello has been read.
+var errSeen = errors.New("client hello seen")
+
+// peekSNI looks at the client's first bytes without consuming them: for a TLS ClientHello in
+// its first record it returns the server name (ok true, "" when there is none). It waits for
+// the client's first byte; ok is false for anything that is not TLS.
+func peekSNI(br *bufio.Reader) (string, bool) {
+	hdr, err := br.Peek(5)
+	if err != nil || hdr[0] != 0x16 || hdr[1] != 3 {
+		return "", false
+	}
+	n := int(hdr[3])<<8 | int(hdr[4])
+	rec, err := br.Peek(5 + n)
+	if err != nil {
+		return "", false
+	}
+	var name string
+	seen := false
+	srv := tls.Server(helloConn{r: bytes.NewReader(rec)}, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		name, seen = h.ServerName, true
+		return nil, errSeen
+	}})
+	srv.Handshake()
+	return name, seen
+}
+
+// helloConn is a read-only net.Conn over recorded bytes, for peekSNI.
+type helloConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (h helloConn) Read(p []byte) (int, error)       { return h.r.Read(p) }
+func (h helloConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (h helloConn) Close() error                     { return nil }
+func (h helloConn) SetDeadline(time.Time) error      { return nil }
+func (h helloConn) SetReadDeadline(time.Time) error  { return nil }
+func (h helloConn) SetWriteDeadline(time.Time) error { return nil }
+func (h helloConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (h helloConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 
 // counter counts bytes through a connection.
 type counter struct {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -131,6 +132,38 @@ func TestProxyHTTPAndConnect(t *testing.T) {
 	if ev.Decision != egress.Allowed || ev.Method != "CONNECT" || ev.BytesDown < 100 {
 		t.Errorf("secure.test event = %+v; want an allowed CONNECT that carried a TLS handshake", ev)
 	}
+	// A tunnel to an allowed host whose TLS hello names another (fronting) is cut.
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c2, "CONNECT secure.test:%d HTTP/1.1\r\nHost: secure.test\r\n\r\n", egresstest.Port(in.Secure))
+	br := bufio.NewReader(c2)
+	if line, _ := br.ReadString('\n'); !strings.Contains(line, " 200 ") {
+		t.Fatalf("CONNECT secure.test = %q", line)
+	}
+	for line, _ := br.ReadString('\n'); line != "\r\n" && line != ""; line, _ = br.ReadString('\n') {
+	}
+	if err := tls.Client(c2, &tls.Config{ServerName: "evil.test", InsecureSkipVerify: true}).Handshake(); err == nil {
+		t.Error("a TLS handshake naming evil.test through a tunnel to secure.test succeeded")
+	}
+	c2.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs.mu.Lock()
+		found := false
+		for _, e := range evs.evs {
+			found = found || (e.Host == "secure.test" && e.Decision == egress.Denied && strings.Contains(e.Reason, "evil.test"))
+		}
+		evs.mu.Unlock()
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no denied secure.test event naming evil.test: %+v", evs.evs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	ev = evs.wait(t, "evil.test")
 	if ev.Decision != egress.Denied || ev.Reason == "" || ev.BytesUp != 0 {
 		t.Errorf("evil.test event = %+v; want denied with a reason", ev)
@@ -225,5 +258,32 @@ func TestProxyUpload(t *testing.T) {
 	}
 	if ev := evs.wait(t, "pypi.test"); ev.BytesUp < 3<<20 {
 		t.Errorf("event BytesUp = %d; want ≥ %d", ev.BytesUp, 3<<20)
+	}
+}
+
+// TestProxyRefusesHostAddresses: a listed name resolving to one of this host's interface
+// addresses (a docker bridge gateway, say) is refused like loopback.
+func TestProxyRefusesHostAddresses(t *testing.T) {
+	in := egresstest.New(t)
+	var local netip.Addr
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			local, _ = netip.AddrFromSlice(n.IP.To4())
+			break
+		}
+	}
+	if !local.IsValid() {
+		t.Skip("no non-loopback address here")
+	}
+	res := egresstest.Resolver{Names: map[string][]netip.Addr{"pypi.test": {local}}}
+	a, _ := egress.ParseAllowlist([]string{fmt.Sprintf("pypi.test:%d", egresstest.Port(in.Pypi))})
+	p := egress.New(egress.Options{Allow: func() egress.Allowlist { return a }, Resolver: res})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go p.Serve(l)
+	t.Cleanup(func() { p.Close() })
+	code, body := get(t, proxyClient(l.Addr().String(), nil), egresstest.URL(in.Pypi, "http", "pypi.test", "/simple/"))
+	if code != http.StatusBadGateway || !strings.Contains(body, "refused") {
+		t.Errorf("GET pypi.test → %s (this host) = %d %q; want 502 refused", local, code, body)
 	}
 }
