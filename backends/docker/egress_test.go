@@ -229,3 +229,48 @@ func TestEgressNoneHasNoRelay(t *testing.T) {
 		t.Error("SetSessionEgress with docker.network none = nil; want an error")
 	}
 }
+
+// BenchmarkEgressDownload100MB downloads 100 MB with busybox wget from inside a container:
+// through the relay and proxy (docker.network allowlist) and, in the same run, directly
+// from a container with docker.network open (to this host's address).
+//
+//	go test -run '^$' -bench EgressDownload -benchtime 5x ./backends/docker/
+func BenchmarkEgressDownload100MB(b *testing.B) {
+	in := egresstest.New(b)
+	pp := egresstest.Port(in.Pypi)
+	const size = 100 << 20
+	img := testImage(b)
+	mk := func(mode config.NetworkMode, allow []string) *Backend {
+		return newBackendWith(b, b.TempDir(), func(c *config.Config) {
+			c.Docker.Image = img
+			c.Docker.Network = mode
+			c.Docker.EgressAllow = allow
+		})
+	}
+	run := func(b *testing.B, sess sandbox.Session, url string) {
+		b.SetBytes(size)
+		for i := 0; i < b.N; i++ {
+			res := run(b, sess, "wget -q -O /dev/null "+url+" && echo ok")
+			if res.Stdout != "ok\n" {
+				b.Fatalf("wget %s = %d %q %q", url, res.ExitCode, res.Stdout, res.Stderr)
+			}
+		}
+	}
+	b.Run("container-open-direct", func(b *testing.B) {
+		be := mk(config.NetworkOpen, nil)
+		ip := ""
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+				ip = n.IP.String()
+				break
+			}
+		}
+		run(b, open(b, be, "direct"), fmt.Sprintf("http://%s:%d/bytes/%d", ip, pp, size))
+	})
+	b.Run("container-allowlist-relay", func(b *testing.B) {
+		be := mk(config.NetworkAllowlist, []string{fmt.Sprintf("pypi.test:%d", pp)})
+		be.extra.EgressResolver, be.extra.EgressAllowLoopback = in.Resolver, true
+		run(b, open(b, be, "relay"), fmt.Sprintf("http://pypi.test:%d/bytes/%d", pp, size))
+	})
+}

@@ -7,6 +7,7 @@
 package mux
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,9 +30,9 @@ const (
 
 const (
 	headerLen  = 9
-	maxPayload = 32 << 10
+	maxPayload = 64 << 10
 	// Window is how many bytes a stream may have in flight unread.
-	Window = 1 << 20
+	Window = 4 << 20
 	// MaxStreams bounds the streams open at once on the accepting side.
 	MaxStreams = 1024
 )
@@ -63,7 +64,7 @@ type Session struct {
 // New returns a session reading frames from r and writing them to w; closer (may be nil)
 // is closed by Close. It starts no goroutine: its owner runs Run.
 func New(r io.Reader, w io.Writer, closer io.Closer) *Session {
-	return &Session{r: r, w: w, closer: closer, streams: map[uint32]*Stream{}, nextID: 1,
+	return &Session{r: bufio.NewReaderSize(r, 2*(headerLen+maxPayload)), w: w, closer: closer, streams: map[uint32]*Stream{}, nextID: 1,
 		accept: make(chan *Stream, 64), hello: make(chan []byte, 1), done: make(chan struct{}),
 		wbuf: make([]byte, headerLen+maxPayload)}
 }
