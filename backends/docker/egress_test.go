@@ -213,6 +213,41 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 }
 
+// TestEgressRelayEndsWithTheSession: when the process holding a session lets go of it, the
+// relay inside the container ends, so nothing listens for the way out any more.
+func TestEgressRelayEndsWithTheSession(t *testing.T) {
+	in := egresstest.New(t)
+	b, _, _ := newEgressBackend(t, in, []string{fmt.Sprintf("pypi.test:%d", egresstest.Port(in.Pypi))})
+	sess, err := b.Open(ctxT(t, time.Minute), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, sess, fmt.Sprintf(`wget -q -O - http://pypi.test:%d/simple/`, egresstest.Port(in.Pypi)))
+	if res.Stdout != "pypi-index-ok\n" {
+		t.Fatalf("through the relay: %q %q", res.Stdout, res.Stderr)
+	}
+	s := sess.(*session)
+	s.mu.Lock()
+	execID := s.relay.execID
+	s.mu.Unlock()
+	ctx := ctxT(t, time.Minute)
+	if ei, err := b.cli.ContainerExecInspect(ctx, execID); err != nil || !ei.Running {
+		t.Fatalf("relay exec before Close: %+v, %v; want running", ei, err)
+	}
+	sess.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ei, err := b.cli.ContainerExecInspect(ctx, execID)
+		if err == nil && !ei.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relay exec still running 30s after the session closed: %+v, %v", ei, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestEgressNoneHasNoRelay: with docker.network none nothing listens on the relay port and
 // the proxy variables are not set.
 func TestEgressNoneHasNoRelay(t *testing.T) {

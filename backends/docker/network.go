@@ -262,7 +262,8 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 
 // relay is a session's running relay exec and the proxy serving its streams.
 type relay struct {
-	ms    *mux.Session
+	execID string
+	ms     *mux.Session
 	proxy *egress.Proxy
 	wg    sync.WaitGroup
 }
@@ -325,7 +326,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 	log := b.log.With("container", name, "exec", shortID(ex.ID), "role", "egress relay")
 	stderr := channel.NewLogWriter(log, slog.LevelWarn, "relay stderr")
 	pr, pw := io.Pipe()
-	r := &relay{}
+	r := &relay{execID: ex.ID}
 	var closeOnce sync.Once
 	closer := closerFunc(func() error {
 		closeOnce.Do(func() {
