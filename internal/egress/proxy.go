@@ -78,6 +78,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[io.Closer]struct{}
 	closed bool
+	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 }
 
@@ -93,7 +94,7 @@ func New(opts Options) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{opts: opts, log: log, conns: map[io.Closer]struct{}{}}
+	return &Proxy{opts: opts, log: log, conns: map[io.Closer]struct{}{}, done: make(chan struct{})}
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -138,6 +139,9 @@ func (p *Proxy) Go(c net.Conn) {
 // Close closes every connection in progress and waits for their goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	for c := range p.conns {
 		c.Close()
@@ -257,7 +261,8 @@ func (p *Proxy) serveRequest(c net.Conn, br *bufio.Reader, req *http.Request) bo
 		writeError(c, http.StatusBadRequest, "hermes-sandbox egress proxy: "+err.Error()+"\n")
 		return false
 	}
-	ev := Event{Session: p.opts.Session, Method: req.Method, Host: strings.ToLower(host), Port: port}
+	norm, _ := NormalizeHost(host)
+	ev := Event{Session: p.opts.Session, Method: req.Method, Host: norm, Port: port}
 	finish := func() {
 		ev.Duration = time.Since(start)
 		if p.opts.Record != nil {
@@ -272,6 +277,13 @@ func (p *Proxy) serveRequest(c net.Conn, br *bufio.Reader, req *http.Request) bo
 	}
 	ev.Decision = Allowed
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.DialTimeout)
+	go func() { // Close stops a dial in progress
+		select {
+		case <-p.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	up, err := p.dial(ctx, ev.Host, port)
 	cancel()
 	if err != nil {

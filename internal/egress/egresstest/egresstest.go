@@ -30,7 +30,8 @@ type Internet struct {
 	// Evil (evil.test) answers "evil-secret"; it counts requests that reached it.
 	Evil     *httptest.Server
 	EvilHits atomic.Int64
-	// Secure (secure.test) is a TLS server answering "secure-ok".
+	// Secure (secure.test) is a TLS server answering "secure-ok" at / and serving Pypi's
+	// paths too.
 	Secure *httptest.Server
 	// Resolver maps the names to the servers' loopback addresses.
 	Resolver Resolver
@@ -96,14 +97,10 @@ func New(t testing.TB) *Internet {
 		io.WriteString(w, "evil-secret\n")
 	})}}
 	in.Evil.Start()
-	in.Secure = &httptest.Server{Listener: listenAll(t), Config: &http.Server{Handler: mux}}
-	in.Secure.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/" {
-			io.WriteString(w, "secure-ok\n")
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	secure := http.NewServeMux()
+	secure.Handle("/", mux)
+	secure.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secure-ok\n") })
+	in.Secure = &httptest.Server{Listener: listenAll(t), Config: &http.Server{Handler: secure}}
 	in.Secure.StartTLS()
 	t.Cleanup(func() {
 		in.Pypi.Close()
