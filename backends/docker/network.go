@@ -264,8 +264,8 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 type relay struct {
 	execID string
 	ms     *mux.Session
-	proxy *egress.Proxy
-	wg    sync.WaitGroup
+	proxy  *egress.Proxy
+	wg     sync.WaitGroup
 }
 
 // close ends the relay exec (its stdin closes, so the relay inside stops listening) and
