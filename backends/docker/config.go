@@ -364,10 +364,22 @@ type containerSpec struct {
 func (b *Backend) specHash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
-		b.cfg.Image, b.network(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
+		b.cfg.Image, b.networkSpec(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
 		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
 		b.cfg.Runtime, b.agent.hostPath+"@"+b.agent.stamp, b.agent.args)
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// networkSpec is the network's part of specHash: none and open hash as network_enabled
+// false and true always did, so containers made before docker.network existed are kept.
+func (b *Backend) networkSpec() any {
+	switch b.network() {
+	case config.NetworkNone:
+		return false
+	case config.NetworkOpen:
+		return true
+	}
+	return b.network()
 }
 
 // spec builds the hardened container for name. role is "session" or "pool"; ids is the
