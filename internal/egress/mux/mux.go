@@ -419,6 +419,27 @@ func (st *Stream) Write(p []byte) (int, error) {
 	return written, nil
 }
 
+// ReadFrom copies r to the stream in full-size frames (io.Copy would use 32 KiB writes).
+func (st *Stream) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, maxPayload)
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := st.Write(buf[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
 // CloseWrite tells the peer no more data follows.
 func (st *Stream) CloseWrite() error {
 	st.mu.Lock()
