@@ -148,17 +148,22 @@ func Getter(t testing.TB) string {
 	getter.Lock()
 	defer getter.Unlock()
 	if getter.path == "" && getter.err == nil {
-		dir, err := os.MkdirTemp("", "egressget-")
-		if err != nil {
+		// One place per user, rebuilt (from the build cache) by each test process, so no
+		// test run leaves a directory behind.
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("hermes-sandbox-egressget-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		_, self, _, _ := runtime.Caller(0)
 		out := filepath.Join(dir, "egressget")
-		cmd := exec.Command("go", "build", "-o", out, "./egressget")
+		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+		cmd := exec.Command("go", "build", "-o", tmp, "./egressget")
 		cmd.Dir = filepath.Dir(self)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			getter.err = fmt.Errorf("build egressget: %v: %s", err, b)
+		} else if err := os.Rename(tmp, out); err != nil { // atomic: concurrent test processes build the same file
+			getter.err = err
 		} else {
 			getter.path = out
 		}
