@@ -86,7 +86,29 @@ const (
 	TypeIntent = "intent"
 	// TypeResult follows the intent whose seq it names in Record.Intent.
 	TypeResult = "result"
+	// TypeEgress is one outbound connection a sandbox's egress proxy allowed or denied
+	// (Host, Port, BytesUp, BytesDown; Decision allowed or denied). Tool is ToolEgress.
+	TypeEgress = "egress"
+	// TypeEgressPolicy is a change to a live session's egress allowlist
+	// (`sessions network`); Command says what changed.
+	TypeEgressPolicy = "egress_policy"
 )
+
+// ToolEgress is the Tool of TypeEgress and TypeEgressPolicy records.
+const ToolEgress = "egress"
+
+// Kinds are the values `audit show --kind` accepts: calls (intents and results, and
+// records without a type), egress connections, and egress policy changes.
+var Kinds = []string{"call", TypeEgress, TypeEgressPolicy}
+
+// Kind is r's kind, one of Kinds.
+func (r Record) Kind() string {
+	switch r.Type {
+	case TypeEgress, TypeEgressPolicy:
+		return r.Type
+	}
+	return "call"
+}
 
 // Finding is one policy finding attached to a record.
 type Finding struct {
@@ -127,6 +149,13 @@ type Record struct {
 	StderrBytes int64   `json:"stderr_bytes"`
 	Excerpt     string  `json:"excerpt,omitempty"` // level full only; at most MaxExcerpt bytes
 	Error       string  `json:"error,omitempty"`
+
+	// Host and Port are an egress record's destination as the sandbox asked for it;
+	// BytesUp and BytesDown count what went to and came from it.
+	Host      string `json:"host,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	BytesUp   int64  `json:"bytes_up,omitempty"`
+	BytesDown int64  `json:"bytes_down,omitempty"`
 
 	PrevHash string `json:"prev_hash"`
 	// MAC is the hex HMAC-SHA-256 of Hash under this record's sealing key;

@@ -242,6 +242,17 @@ func (fl *follower) poll() error {
 	}
 }
 
+// FilterKind keeps the records of one kind (see Kinds).
+func FilterKind(rs []Record, kind string) []Record {
+	var out []Record
+	for _, r := range rs {
+		if r.Kind() == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Format renders r as one human-readable line: time, session, backend,
 // verdict/decision (approver), exit code, duration, tool and command.
 func Format(r Record) string {
@@ -276,6 +287,12 @@ func Format(r Record) string {
 		field(r.Tool)
 	}
 	field(printable(r.Command))
+	if r.Type == TypeEgress {
+		field(fmt.Sprintf("up=%d down=%d", r.BytesUp, r.BytesDown))
+		if r.Reason != "" {
+			field("reason=" + strconv.Quote(r.Reason))
+		}
+	}
 	if r.Error != "" {
 		field("error=" + strconv.Quote(r.Error))
 	}

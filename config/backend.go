@@ -9,6 +9,7 @@ func (c *Config) BackendOptions(base sandbox.FactoryOptions) sandbox.FactoryOpti
 	base.Shell = string(c.Terminal.Shell)
 	base.Cwd = c.Terminal.Cwd
 	base.EnvPassthrough = c.Terminal.EnvPassthrough
+	base.EgressAllow = c.Terminal.EgressAllow
 	base.Explicit = func(key string) bool { return c.Source(key) != SourceDefault }
 	return base
 }

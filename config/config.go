@@ -56,12 +56,20 @@ type TerminalConfig struct {
 	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
 	// command a fresh one, removed when it ends (as `exec --ephemeral`).
 	Persistence Persistence `yaml:"persistence"`
+	// EgressAllow is the egress allowlist shared by backends that can enforce one (docker
+	// with docker.network allowlist, unless docker.egress_allow is set). A backend that
+	// cannot enforce it refuses to run rather than pretend (see README, "Network egress").
+	EgressAllow []string `yaml:"egress_allow"`
 }
 
 // DockerConfig is the docker section.
 type DockerConfig struct {
-	Image          string            `yaml:"image"`
-	NetworkEnabled bool              `yaml:"network_enabled"`
+	Image          string `yaml:"image"`
+	NetworkEnabled bool   `yaml:"network_enabled"` // the seed's spelling: false = none, true = open
+	// Network is none, allowlist or open; "" follows network_enabled.
+	Network NetworkMode `yaml:"network"`
+	// EgressAllow lists the hosts an allowlist network reaches ("" = terminal.egress_allow).
+	EgressAllow    []string          `yaml:"egress_allow"`
 	MemoryLimit    Size              `yaml:"memory_limit"`
 	CPUQuota       float64           `yaml:"cpu_quota"`  // number of CPUs (fractional allowed)
 	PidsLimit      int64             `yaml:"pids_limit"` // 0 = unlimited
@@ -220,6 +228,7 @@ func NewConfig() *Config {
 			OutputLimit:    50000,
 			EnvPassthrough: []string{},
 			Persistence:    PersistenceSession,
+			EgressAllow:    []string{},
 		},
 		Docker: DockerConfig{
 			Image:          "python:3.12-slim",
@@ -234,6 +243,7 @@ func NewConfig() *Config {
 			Env:            map[string]string{},
 			EnvPassthrough: []string{},
 			ExtraHosts:     []string{},
+			EgressAllow:    []string{},
 			IdleTimeout:    30 * time.Minute,
 		},
 		SSH: SSHConfig{

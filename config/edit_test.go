@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -254,6 +255,49 @@ func TestSetRejectsBeforeWriting(t *testing.T) {
 		}
 		if st, _ := os.Stat(p); st.Mode().Perm() != 0o644 {
 			t.Errorf("Set(%q, %q) rewrote the file (mode %v) despite the error", tt.key, tt.value, st.Mode().Perm())
+		}
+	}
+}
+
+// TestSetNetworkModes: docker.network replaces network_enabled; both set inconsistently is an
+// error naming the key to unset, and the allowlist round-trips through config set.
+func TestSetNetworkModes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := Set(p, "docker.network_enabled", "false"); err != nil {
+		t.Fatal(err)
+	}
+	err := Set(p, "docker.network", "allowlist")
+	if err == nil || !strings.Contains(err.Error(), "contradicts docker.network_enabled") || !strings.Contains(err.Error(), "config unset docker.network_enabled") {
+		t.Errorf("Set(docker.network allowlist) with network_enabled false = %v; want a contradiction error naming the fix", err)
+	}
+	if err := Unset(p, "docker.network_enabled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(p, "docker.network", "allowlist"); err != nil {
+		t.Fatalf("Set(docker.network allowlist) = %v", err)
+	}
+	if err := Set(p, "docker.egress_allow", "[pypi.org, \"*.github.com\", git.example.com:22]"); err != nil {
+		t.Fatalf("Set(docker.egress_allow) = %v", err)
+	}
+	c, err := LoadWith(Options{Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Docker.EffectiveNetwork() != NetworkAllowlist || !reflect.DeepEqual(c.Docker.EgressAllow, []string{"pypi.org", "*.github.com", "git.example.com:22"}) {
+		t.Errorf("after Set: network %q allow %q", c.Docker.EffectiveNetwork(), c.Docker.EgressAllow)
+	}
+	if err := Set(p, "docker.egress_allow", "[1.2.3.4]"); err == nil || !strings.Contains(err.Error(), "IP address") {
+		t.Errorf("Set(docker.egress_allow [1.2.3.4]) = %v; want an IP-address error", err)
+	}
+	if err := Set(p, "docker.network", "open"); err == nil || !strings.Contains(err.Error(), "docker.egress_allow") {
+		t.Errorf("Set(docker.network open) with an allowlist = %v; want an error naming docker.egress_allow", err)
+	}
+	for _, tt := range []struct {
+		enabled bool
+		want    NetworkMode
+	}{{false, NetworkNone}, {true, NetworkOpen}} {
+		if got := (DockerConfig{NetworkEnabled: tt.enabled}).EffectiveNetwork(); got != tt.want {
+			t.Errorf("EffectiveNetwork(network_enabled %v) = %q; want %q", tt.enabled, got, tt.want)
 		}
 	}
 }

@@ -264,6 +264,46 @@ func (s Shell) Valid() bool { _, err := ParseShell(string(s)); return err == nil
 // UnmarshalText parses with ParseShell.
 func (s *Shell) UnmarshalText(text []byte) error { return unmarshalEnum(s, ParseShell, text) }
 
+// NetworkMode is docker.network: what a container's commands can reach.
+type NetworkMode string
+
+// Network modes. The empty mode follows docker.network_enabled.
+const (
+	// NetworkNone gives the container no network but loopback.
+	NetworkNone NetworkMode = "none"
+	// NetworkAllowlist gives it no route out except this tool's filtering proxy, which
+	// lets through only the hosts in docker.egress_allow (or terminal.egress_allow).
+	NetworkAllowlist NetworkMode = "allowlist"
+	// NetworkOpen puts it on the engine's default network, unfiltered.
+	NetworkOpen NetworkMode = "open"
+)
+
+var allNetworkModes = []NetworkMode{NetworkNone, NetworkAllowlist, NetworkOpen}
+
+// ParseNetworkMode parses none, allowlist or open ("" = follow network_enabled).
+func ParseNetworkMode(s string) (NetworkMode, error) {
+	if s == "" {
+		return "", nil
+	}
+	return parseEnum("docker.network", s, allNetworkModes)
+}
+
+// UnmarshalText parses with ParseNetworkMode.
+func (m *NetworkMode) UnmarshalText(text []byte) error {
+	return unmarshalEnum(m, ParseNetworkMode, text)
+}
+
+// EffectiveNetwork is docker.network, or network_enabled's meaning when it is unset.
+func (d DockerConfig) EffectiveNetwork() NetworkMode {
+	switch {
+	case d.Network != "":
+		return d.Network
+	case d.NetworkEnabled:
+		return NetworkOpen
+	}
+	return NetworkNone
+}
+
 // HostKeyPolicy is ssh.strict_host_key_checking. There is deliberately no
 // "no": an unknown or changed host key is never silently accepted.
 type HostKeyPolicy string

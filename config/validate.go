@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 )
 
 // Minimums enforced by Validate.
@@ -101,6 +103,7 @@ func (c *Config) validateTerminal(v *validator) {
 		v.failf("terminal.output_limit", "must be at least %d, got %d", MinOutputLimit, t.OutputLimit)
 	}
 	v.identifiers("terminal.env_passthrough", t.EnvPassthrough)
+	v.egressList("terminal.egress_allow", t.EgressAllow)
 	v.optionalAbs("terminal.state_dir", t.StateDir)
 }
 
@@ -131,6 +134,7 @@ func (c *Config) validateDocker(v *validator) {
 		}
 	}
 	v.identifiers("docker.env_passthrough", d.EnvPassthrough)
+	c.validateDockerNetwork(v)
 	for _, h := range d.ExtraHosts {
 		name, addr, ok := strings.Cut(h, ":")
 		if !ok || name == "" || (addr != "host-gateway" && net.ParseIP(addr) == nil) {
@@ -143,6 +147,34 @@ func (c *Config) validateDocker(v *validator) {
 		scheme, _, ok := strings.Cut(d.Host, "://")
 		if !ok || !slices.Contains([]string{"unix", "tcp", "ssh", "npipe", "http", "https"}, scheme) {
 			v.failf("docker.host", "%q: want unix://PATH, tcp://HOST:PORT or ssh://USER@HOST", d.Host)
+		}
+	}
+}
+
+// validateDockerNetwork checks docker.network against network_enabled (the seed's spelling)
+// and that an allowlist is not set where nothing would apply it.
+func (c *Config) validateDockerNetwork(v *validator) {
+	d := &c.Docker
+	if _, err := ParseNetworkMode(string(d.Network)); err != nil {
+		v.failf("docker.network", "%v", err)
+		return
+	}
+	if d.Network != "" && c.Source("docker.network_enabled") != SourceDefault && d.Network != (DockerConfig{NetworkEnabled: d.NetworkEnabled}).EffectiveNetwork() {
+		v.failf("docker.network", "%s contradicts docker.network_enabled: %v (false means none, true means open); docker.network replaces it: unset one (hermes-sandbox config unset docker.network_enabled)",
+			d.Network, d.NetworkEnabled)
+	}
+	v.egressList("docker.egress_allow", d.EgressAllow)
+	if len(d.EgressAllow) > 0 && d.EffectiveNetwork() != NetworkAllowlist {
+		v.failf("docker.egress_allow", "is set but docker.network is %s, so nothing would apply it: set docker.network allowlist (hermes-sandbox config set docker.network allowlist) or empty docker.egress_allow",
+			d.EffectiveNetwork())
+	}
+}
+
+// egressList checks each egress allowlist entry: NAME, *.NAME, NAME:PORT; no IP addresses.
+func (v *validator) egressList(key string, entries []string) {
+	for _, e := range entries {
+		if _, err := egress.ParseRule(e); err != nil {
+			v.failf(key, "%v (entries are host names: pypi.org, *.github.com, host:port)", err)
 		}
 	}
 }

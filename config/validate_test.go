@@ -40,6 +40,21 @@ func TestValidate(t *testing.T) {
 		{"bad docker host", func(c *Config) { c.Docker.Host = "/var/run/docker.sock" }, "docker.host"},
 		{"negative idle", func(c *Config) { c.Docker.IdleTimeout = -time.Second }, "docker.idle_timeout"},
 		{"negative pool", func(c *Config) { c.Docker.PoolSize = -1 }, "docker.pool_size"},
+		{"network allowlist", func(c *Config) {
+			c.Docker.Network, c.Docker.EgressAllow = NetworkAllowlist, []string{"pypi.org", "*.github.com", "git.example.com:22"}
+		}, ""},
+		{"network allowlist empty", func(c *Config) { c.Docker.Network = NetworkAllowlist }, ""},
+		{"network bad", func(c *Config) { c.Docker.Network = "filtered" }, "docker.network: invalid docker.network"},
+		{"egress ip", func(c *Config) {
+			c.Docker.Network, c.Docker.EgressAllow = NetworkAllowlist, []string{"10.0.0.1"}
+		}, "docker.egress_allow: \"10.0.0.1\" is an IP address"},
+		{"egress wildcard tld", func(c *Config) {
+			c.Docker.Network, c.Docker.EgressAllow = NetworkAllowlist, []string{"*.com"}
+		}, "docker.egress_allow"},
+		{"egress without allowlist", func(c *Config) { c.Docker.EgressAllow = []string{"pypi.org"} }, "docker.egress_allow: is set but docker.network is none"},
+		{"egress with open", func(c *Config) { c.Docker.NetworkEnabled, c.Docker.EgressAllow = true, []string{"pypi.org"} }, "docker.network is open"},
+		{"terminal egress bad", func(c *Config) { c.Terminal.EgressAllow = []string{"https://pypi.org"} }, "terminal.egress_allow"},
+		{"terminal egress ok", func(c *Config) { c.Terminal.EgressAllow = []string{"pypi.org:443"} }, ""},
 		{"port 0", func(c *Config) { c.SSH.Port = 0 }, "ssh.port: must be between 1 and 65535, got 0"},
 		{"port 65536", func(c *Config) { c.SSH.Port = 65536 }, "ssh.port"},
 		{"host key no", func(c *Config) { c.SSH.StrictHostKeyChecking = "no" }, "ssh.strict_host_key_checking"},

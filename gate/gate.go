@@ -115,6 +115,16 @@ func (b *Backend) Warnings() []string {
 	return nil
 }
 
+// Egress passes through what the inner backend enforces about egress; a backend that does
+// not say enforces nothing.
+func (b *Backend) Egress() sandbox.EgressReport {
+	if r, ok := b.inner.(sandbox.EgressReporter); ok {
+		return r.Egress()
+	}
+	return sandbox.EgressReport{Status: sandbox.EgressNotAvailable,
+		Detail: "not available: " + b.inner.Name() + " cannot filter outbound connections; commands reach whatever its host reaches"}
+}
+
 // Redact hides known secrets in text (Options.RedactOutput), for output that leaves by
 // another way than a result: progress messages, for one.
 func (b *Backend) Redact(text string) string {

@@ -6,6 +6,17 @@ import "strings"
 
 var gateEnvPrefixes = [...]string{
 	"HERMES_SANDBOX_APPROVALS", "HERMES_SANDBOX_TOOLS", "HERMES_SANDBOX_LOOP", "HERMES_SANDBOX_AUDIT", "HERMES_SANDBOX_CONFIG",
+	// Egress: the network mode and the allowlists.
+	"HERMES_SANDBOX_DOCKER_NETWORK", "HERMES_SANDBOX_DOCKER_EGRESS_ALLOW", "HERMES_SANDBOX_TERMINAL_EGRESS_ALLOW",
+}
+
+// isEgressKey reports whether a config key (lower case) sets the network egress.
+func isEgressKey(key string) bool {
+	switch key {
+	case "docker.network", "docker.network_enabled", "docker.egress_allow", "terminal.egress_allow", "egress_allow", "network":
+		return true
+	}
+	return false
 }
 
 // isGateEnv reports whether name is an environment override of the gate's
@@ -239,6 +250,8 @@ sub:
 			switch {
 			case k.dyn:
 				a.add(ruleGateConfigChange)
+			case isEgressKey(key):
+				a.add(ruleEgressChange)
 			case key == "approvals" || key == "tools" || key == "loop" || key == "audit" ||
 				strings.HasPrefix(key, "approvals.") || strings.HasPrefix(key, "tools.") ||
 				strings.HasPrefix(key, "loop.") || strings.HasPrefix(key, "audit."):
@@ -247,6 +260,11 @@ sub:
 				key == "docker.read_only_rootfs" || key == "docker.security_opt" || key == "docker.user" || key == "docker" || key == "terminal":
 				a.add(ruleGateConfigOther)
 			}
+		}
+	case "sessions", "session":
+		// Widening a live session's egress is a person's decision, never the agent's.
+		if len(rest) > 0 && (rest[0].s == "network" || rest[0].s == "net") {
+			a.add(ruleEgressChange)
 		}
 	case "audit":
 		// A new sealed log (its key printed to whoever ran it) would replace the

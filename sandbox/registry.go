@@ -19,6 +19,9 @@ type FactoryOptions struct {
 	Cwd string
 	// EnvPassthrough is terminal.env_passthrough: names whose values in Environ reach commands.
 	EnvPassthrough []string
+	// EgressAllow is terminal.egress_allow: the hosts commands may reach, for backends that
+	// can enforce an allowlist (see EgressReporter).
+	EgressAllow []string
 	// Explicit reports whether the user set a configuration key (in a file, the environment or
 	// a flag) rather than leaving its default; nil means nothing was set explicitly.
 	Explicit func(key string) bool

@@ -150,6 +150,11 @@ func newClient(ep endpoint) (*client.Client, error) {
 // command line; changing it makes new containers.
 func containerEnv(cfg config.DockerConfig) []string {
 	env := map[string]string{"HOME": workdir(cfg)}
+	if cfg.EffectiveNetwork() == config.NetworkAllowlist {
+		for k, v := range proxyEnv() {
+			env[k] = v
+		}
+	}
 	for k, v := range cfg.Env {
 		env[k] = v
 	}
@@ -359,10 +364,22 @@ type containerSpec struct {
 func (b *Backend) specHash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
-		b.cfg.Image, b.cfg.NetworkEnabled, b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
+		b.cfg.Image, b.networkSpec(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
 		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
 		b.cfg.Runtime, b.agent.hostPath+"@"+b.agent.stamp, b.agent.args)
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// networkSpec is the network's part of specHash: none and open hash as network_enabled
+// false and true always did, so containers made before docker.network existed are kept.
+func (b *Backend) networkSpec() any {
+	switch b.network() {
+	case config.NetworkNone:
+		return false
+	case config.NetworkOpen:
+		return true
+	}
+	return b.network()
 }
 
 // spec builds the hardened container for name. role is "session" or "pool"; ids is the
@@ -413,7 +430,8 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 		},
 		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: b.agent.hostPath, Target: agentInCtr, ReadOnly: true}},
 	}
-	if !cfg.NetworkEnabled {
+	if b.network() != config.NetworkOpen {
+		// none, and allowlist too: its only way out is the relay to this process's proxy.
 		hc.NetworkMode = "none"
 	}
 	if !cfg.Privileged {
@@ -453,8 +471,12 @@ func (b *Backend) Warnings() []string {
 	if cfg.Privileged {
 		w = append(w, "docker.privileged is true: the container can use every host device and capability, so a command can take over the host")
 	}
-	if cfg.NetworkEnabled {
-		w = append(w, "docker.network_enabled is true: commands can reach the network (exfiltration, downloads)")
+	if b.network() == config.NetworkOpen {
+		key := "docker.network is open"
+		if cfg.Network == "" {
+			key = "docker.network_enabled is true"
+		}
+		w = append(w, key+": commands can reach the network (exfiltration, downloads); docker.network allowlist with docker.egress_allow lets through only the hosts you list")
 	}
 	if !cfg.ReadOnlyRootfs {
 		w = append(w, "docker.read_only_rootfs is false: commands can modify the image's files")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -34,6 +35,11 @@ const Name = "docker"
 type Options struct {
 	// Labels are added to every container and volume the backend creates.
 	Labels map[string]string
+	// EgressResolver resolves names for the egress proxy (docker.network allowlist); nil is
+	// the system resolver. Tests map made-up names to local servers.
+	EgressResolver egress.Resolver
+	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
+	EgressAllowLoopback bool
 }
 
 // Backend runs sessions in containers on one Docker engine.
@@ -65,6 +71,9 @@ type Backend struct {
 	pool     *pool
 
 	oomFile atomic.Int32 // index in oomFiles of the counter file that works here
+
+	egressMu  sync.Mutex
+	egressObs func(sandbox.EgressEvent) // receives the egress proxy's decisions (audit)
 
 	mu     sync.Mutex
 	closed bool
@@ -129,8 +138,14 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.cfg.Runtime != "" {
 		iso += ", runtime " + b.cfg.Runtime
 	}
+	switch b.network() {
+	case config.NetworkAllowlist:
+		iso += ", egress only to allowlisted hosts through this tool's proxy"
+	case config.NetworkNone:
+		iso += ", no network"
+	}
 	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
-		Isolation: iso, Network: b.cfg.NetworkEnabled}
+		Isolation: iso, Network: b.network() != config.NetworkNone}
 }
 
 // Close stops the warm pool and removes its unclaimed containers. Sessions' containers stay.
@@ -183,7 +198,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	b.startPool()
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { s.stopEgress(); return nil }})
 	return s, nil
 }
 
@@ -225,6 +240,7 @@ func (b *Backend) touchRecord(session string) {
 func (b *Backend) dropRecord(session string) {
 	os.Remove(b.recordPath(session))
 	os.Remove(b.cwdPath(session))
+	os.Remove(b.overridePath(session)) // a live allowlist change ends with its session
 }
 
 // cwdPath is where a session's last working directory is kept, beside the records.
@@ -253,4 +269,6 @@ var (
 	_ sandbox.Workspace      = (*Backend)(nil)
 	_ sandbox.ImageManager   = (*Backend)(nil)
 	_ sandbox.Collector      = (*Backend)(nil)
+	_ sandbox.EgressReporter = (*Backend)(nil)
+	_ sandbox.EgressObserver = (*Backend)(nil)
 )

@@ -34,6 +34,7 @@ type session struct {
 	oomCount    int64  // the cgroup's OOM kill count when last looked at
 	lastTouch   time.Time
 	lastCwd     string // the working directory last written to the session's record
+	relay       *relay // the egress relay and proxy (docker.network allowlist)
 }
 
 // start is the channel's Starter: it makes sure the session's container runs and attaches
@@ -72,6 +73,10 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		known = t.id
 	}
 	t.recreated = recreated
+	if err := s.startEgress(ctx, t.id); err != nil {
+		client.Close()
+		return channel.Started{}, err
+	}
 	var n int64 // a fresh container's cgroup has killed nothing yet
 	if !t.fresh {
 		n, _ = b.readOOMCount(ctx, client)

@@ -96,6 +96,10 @@ type settings struct {
 	timeout time.Duration
 	ports   []int
 	allow   []string
+	// fromShared says allow was mapped from terminal.egress_allow (vercel.network_allow
+	// empty); leftOut are its entries with a port, which a domain list cannot express.
+	fromShared bool
+	leftOut    []string
 }
 
 func resolveSettings(cfg config.VercelConfig) (settings, error) {

@@ -97,6 +97,10 @@ func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
 	}
+	if len(set.allow) == 0 && len(opts.EgressAllow) > 0 {
+		set.allow, set.leftOut = sharedDomains(opts.EgressAllow)
+		set.fromShared = true
+	}
 	api, err := NewClient(cfg.APIURL, creds.token, creds.teamID, creds.project, extra.HTTPClient)
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
@@ -138,7 +142,11 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 // Warnings says when the configuration opens the network.
 func (b *Backend) Warnings() []string {
 	if len(b.set.allow) > 0 {
-		return []string{"vercel.network_allow lets commands reach " + strings.Join(b.set.allow, ", ")}
+		key := "vercel.network_allow"
+		if b.set.fromShared {
+			key = "terminal.egress_allow (vercel.network_allow is empty)"
+		}
+		return []string{key + " lets commands reach " + strings.Join(b.set.allow, ", ")}
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -182,15 +184,22 @@ func (a *app) auditTailCmd(logPath func() (string, error)) *cobra.Command {
 }
 
 func (a *app) auditShowCmd(logPath func() (string, error)) *cobra.Command {
-	var session string
+	var session, kind string
 	var asJSON bool
 	show := &cobra.Command{
-		Use:   "show --session NAME",
-		Short: "Print every call of one session, each intent paired with its result",
-		Args:  exactArgs(0),
+		Use:   "show [--session NAME] [--kind call|egress|egress_policy]",
+		Short: "Print every call of one session (each intent paired with its result), or the records of one kind",
+		Long: `Prints the records of one session, of one kind, or both. Kinds: call (commands and file
+operations, intent paired with result), egress (each outbound connection the egress proxy
+allowed or denied, with host, port and bytes up/down), egress_policy (changes made with
+` + "`hermes-sandbox sessions network`" + `).`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if session == "" {
-				return usagef("audit show: --session is required")
+			if session == "" && kind == "" {
+				return usagef("audit show: --session or --kind is required")
+			}
+			if kind != "" && !slices.Contains(audit.Kinds, kind) {
+				return usagef("audit show: unknown --kind %q: want one of %s", kind, strings.Join(audit.Kinds, ", "))
 			}
 			p, err := logPath()
 			if err != nil {
@@ -200,11 +209,18 @@ func (a *app) auditShowCmd(logPath func() (string, error)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a.printRecords(audit.FilterSession(recs, session), asJSON)
+			if session != "" {
+				recs = audit.FilterSession(recs, session)
+			}
+			if kind != "" {
+				recs = audit.FilterKind(recs, kind)
+			}
+			a.printRecords(recs, asJSON)
 			return nil
 		},
 	}
 	show.Flags().StringVar(&session, "session", "", "session name")
+	show.Flags().StringVar(&kind, "kind", "", "record kind: "+strings.Join(audit.Kinds, ", "))
 	show.Flags().BoolVar(&asJSON, "json", false, "print records as JSON lines")
 	return show
 }

@@ -25,6 +25,8 @@ type backendReport struct {
 	Detail string `json:"detail,omitempty"`
 	// Confinement says whether the kernel keeps commands away from this tool's files.
 	Confinement string `json:"confinement,omitempty"`
+	// Egress says what the backend enforces about outbound connections.
+	Egress *sandbox.EgressReport `json:"egress,omitempty"`
 }
 
 // describer is implemented by backends that can say where their credentials and endpoint
@@ -84,6 +86,9 @@ selected backend is not usable.`,
 				if r.Confinement != "" {
 					fmt.Fprintf(a.stdout, "                    confinement: %s\n", r.Confinement)
 				}
+				if r.Egress != nil {
+					fmt.Fprintf(a.stdout, "                    egress: %s\n", r.Egress.Detail)
+				}
 				for _, w := range r.Warnings {
 					fmt.Fprintf(a.stdout, "                    warning: %s\n", w)
 				}
@@ -135,6 +140,11 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 		}
 		if c, ok := b.(gate.Confiner); ok {
 			_, r.Confinement = c.Confinement()
+		}
+		rep := egressReport(b)
+		r.Egress = &rep
+		if err := checkSharedEgress(cfg, b); err != nil {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("terminal.egress_allow is set but %s does not enforce it (egress %s): commands are refused until it is unset or enforced", name, rep.Status))
 		}
 		b.Close()
 		out = append(out, r)

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
@@ -27,12 +30,59 @@ func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Back
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSharedEgress(cfg, b); err != nil {
+		b.Close()
+		return nil, err
+	}
 	opts, err := a.gateOptions(cfg, b)
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
+	if o, ok := b.(sandbox.EgressObserver); ok && opts.Audit != nil {
+		o.ObserveEgress(egressAuditor(opts.Audit, opts.Logger))
+	}
 	return gate.Wrap(b, opts), nil
+}
+
+// egressReport is what b enforces about egress; a backend that does not say enforces nothing.
+func egressReport(b sandbox.Backend) sandbox.EgressReport {
+	if r, ok := b.(sandbox.EgressReporter); ok {
+		return r.Egress()
+	}
+	return sandbox.EgressReport{Status: sandbox.EgressNotAvailable,
+		Detail: "not available: " + b.Name() + " cannot filter outbound connections; commands reach whatever its host reaches"}
+}
+
+// checkSharedEgress refuses to run when terminal.egress_allow is set and the backend would
+// not enforce it: running anyway would let the user believe egress is filtered.
+func checkSharedEgress(cfg *config.Config, b sandbox.Backend) error {
+	if len(cfg.Terminal.EgressAllow) == 0 {
+		return nil
+	}
+	rep := egressReport(b)
+	if rep.AppliesShared {
+		return nil
+	}
+	return fmt.Errorf("terminal.egress_allow is set, but the %s backend does not enforce it (egress %s: %s); refusing to run rather than pretend: "+
+		"unset terminal.egress_allow (hermes-sandbox config unset terminal.egress_allow), or use a backend that enforces it (docker with docker.network allowlist): %w",
+		b.Name(), rep.Status, rep.Detail, sandbox.ErrInvalidConfig)
+}
+
+// egressAuditor writes each egress decision to the audit log as an egress record.
+func egressAuditor(sink audit.Sink, log *slog.Logger) func(sandbox.EgressEvent) {
+	return func(ev sandbox.EgressEvent) {
+		r := audit.Record{Type: audit.TypeEgress, Tool: audit.ToolEgress, Session: ev.Session, Backend: ev.Backend,
+			Command: ev.Method + " " + net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port)), Decision: ev.Decision,
+			Approver: "egress_allow", Reason: ev.Reason, Error: ev.Error, Host: ev.Host, Port: ev.Port,
+			BytesUp: ev.BytesUp, BytesDown: ev.BytesDown}
+		r.SetDuration(ev.Duration)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := sink.Append(ctx, r); err != nil {
+			log.Warn("egress: audit record not written", "host", ev.Host, "err", err)
+		}
+	}
 }
 
 // openSession opens the named session behind the gate, with the terminal approver (if there

@@ -13,7 +13,7 @@ import (
 )
 
 func (a *app) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List, remove and snapshot sessions (list, rm NAME, rm --all, snapshot NAME)"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, remove and snapshot sessions, and change a live session's egress (list, rm NAME, rm --all, snapshot NAME, network NAME)"}
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
@@ -116,7 +116,7 @@ next command resumes it), and a sandbox that is later lost is restored from it.`
 			return nil
 		},
 	}
-	cmd.AddCommand(list, rm, snapshot)
+	cmd.AddCommand(list, rm, snapshot, a.sessionsNetworkCmd())
 	return cmd
 }
 

@@ -180,6 +180,10 @@ func TestE2EStdio(t *testing.T) {
 	if info.Backend != "local" || !info.PolicyGate || !info.Elicitation || info.ApprovalMode != "manual" {
 		t.Errorf("sandbox_info = %+v", info)
 	}
+	// local cannot filter egress, and says so rather than pretend.
+	if info.Egress.Status != "not available" || !strings.Contains(info.Egress.Detail, "not available") {
+		t.Errorf("sandbox_info egress = %+v; want not available", info.Egress)
+	}
 
 	// A command, and cwd and env persisting.
 	var out mcpserver.TerminalResult

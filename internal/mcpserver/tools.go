@@ -89,6 +89,7 @@ type InfoResult struct {
 	Capabilities sandbox.Capabilities `json:"capabilities"`
 	Warnings     []string             `json:"warnings" jsonschema:"configuration that weakens the backend's isolation"`
 	Confinement  string               `json:"confinement,omitempty" jsonschema:"whether the kernel keeps commands away from this tool's own files (local backend)"`
+	Egress       sandbox.EgressReport `json:"egress" jsonschema:"what is enforced about outbound connections: enforced, provider-enforced, not available, none or open"`
 	PolicyGate   bool                 `json:"policy_gate" jsonschema:"calls pass the policy gate and the audit log"`
 	ApprovalMode string               `json:"approval_mode"`
 	Elicitation  bool                 `json:"elicitation" jsonschema:"this MCP client can show approval requests to its user"`
@@ -465,6 +466,11 @@ func (s *Server) info(ctx context.Context, req *mcp.CallToolRequest, _ InfoInput
 	if c, ok := s.backend.(gate.Confiner); ok {
 		_, out.Confinement = c.Confinement()
 	}
+	out.Egress = sandbox.EgressReport{Status: sandbox.EgressNotAvailable,
+		Detail: "not available: " + s.backend.Name() + " cannot filter outbound connections"}
+	if r, ok := s.backend.(sandbox.EgressReporter); ok {
+		out.Egress = r.Egress()
+	}
 	for _, name := range []string{toolProcess, toolReadFile, toolInfo, toolTerminal, toolWriteFile} {
 		if s.listed(name) {
 			out.Tools = append(out.Tools, name)
@@ -489,6 +495,7 @@ func infoText(i InfoResult) string {
 	fmt.Fprintf(&b, "backend: %s (session %s)\n", i.Backend, i.Session)
 	fmt.Fprintf(&b, "isolation: %s\n", i.Capabilities.Isolation)
 	fmt.Fprintf(&b, "network: %s\n", onOff(i.Capabilities.Network))
+	fmt.Fprintf(&b, "egress: %s\n", i.Egress.Detail)
 	fmt.Fprintf(&b, "background jobs: %s; files: %s; state persists across processes: %s\n",
 		yesNo(i.Capabilities.Jobs), yesNo(i.Capabilities.Files), yesNo(i.Capabilities.Persistent))
 	for _, w := range i.Warnings {

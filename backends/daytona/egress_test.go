@@ -1,0 +1,30 @@
+package daytona
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// TestEgressReport: Daytona filters by CIDR only, so a name allowlist is never reported as applied.
+func TestEgressReport(t *testing.T) {
+	for _, tt := range []struct {
+		cfg     config.DaytonaConfig
+		status  string
+		applies bool
+	}{
+		{config.DaytonaConfig{NetworkBlockAll: true}, sandbox.EgressNone, true},
+		{config.DaytonaConfig{NetworkBlockAll: true, NetworkAllowList: []string{"10.0.0.0/8"}}, sandbox.EgressProviderEnforced, false},
+		{config.DaytonaConfig{}, sandbox.EgressOpen, false},
+	} {
+		rep := (&Backend{cfg: tt.cfg}).Egress()
+		if rep.Status != tt.status || rep.AppliesShared != tt.applies {
+			t.Errorf("Egress(%+v) = %+v; want %s, applies %v", tt.cfg, rep, tt.status, tt.applies)
+		}
+		if tt.status == sandbox.EgressProviderEnforced && !strings.Contains(rep.Detail, "CIDR only") {
+			t.Errorf("Egress detail %q does not say CIDR only", rep.Detail)
+		}
+	}
+}

@@ -1,0 +1,386 @@
+package docker
+
+// Egress with docker.network allowlist. The session's container runs with network mode
+// "none": the kernel gives it loopback and nothing else, so no direct connection, other port
+// or DNS query can leave. The only way out is a relay: a second long-lived exec of the
+// helper (`sandbox-agent relay --listen 127.0.0.1:3128`) accepts connections inside the
+// container and carries each over its exec stream, multiplexed, to the filtering proxy in
+// this process (internal/egress), which decides on the requested host and port, resolves
+// the name itself and connects. HTTP(S)_PROXY in the container point ordinary tools at the
+// relay. When no hermes-sandbox process holds the session, no relay runs and nothing
+// listens: connections from background jobs fail until the next command starts one.
+//
+// The Engine API calls of this feature are all in this file (exec create and attach).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+const (
+	// relayAddr is where the relay listens inside a container (its own loopback).
+	relayAddr = "127.0.0.1:3128"
+	proxyURL  = "http://" + relayAddr
+	// relayGreeting bounds the wait for a new relay to listen. A relay of another process
+	// on the same session may hold the port; the new one takes over when it frees.
+	relayGreeting = 5 * time.Second
+)
+
+// proxyEnv is what points ordinary tools (pip, npm, git, curl, wget) at the relay.
+func proxyEnv() map[string]string {
+	env := map[string]string{}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		env[k] = proxyURL
+	}
+	env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+	env["no_proxy"] = env["NO_PROXY"]
+	return env
+}
+
+// network is the container's network mode.
+func (b *Backend) network() config.NetworkMode { return b.cfg.EffectiveNetwork() }
+
+// egressKey is the setting the allowlist comes from, for messages.
+func (b *Backend) egressKey() string {
+	if len(b.cfg.EgressAllow) == 0 && len(b.opts.EgressAllow) > 0 {
+		return "terminal.egress_allow"
+	}
+	return "docker.egress_allow"
+}
+
+// baseAllow is the configured allowlist: docker.egress_allow, else terminal.egress_allow.
+func (b *Backend) baseAllow() []string {
+	if len(b.cfg.EgressAllow) > 0 {
+		return b.cfg.EgressAllow
+	}
+	return b.opts.EgressAllow
+}
+
+// ObserveEgress installs the function that receives every connection the proxy decides on
+// (the CLI writes them to the audit log). Call it before opening sessions.
+func (b *Backend) ObserveEgress(fn func(sandbox.EgressEvent)) {
+	b.egressMu.Lock()
+	b.egressObs = fn
+	b.egressMu.Unlock()
+}
+
+func (b *Backend) observe(ev egress.Event) {
+	b.egressMu.Lock()
+	fn := b.egressObs
+	b.egressMu.Unlock()
+	if fn == nil {
+		return
+	}
+	fn(sandbox.EgressEvent{Session: ev.Session, Backend: Name, Method: ev.Method, Host: ev.Host, Port: ev.Port,
+		Decision: ev.Decision, Reason: ev.Reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
+}
+
+// Egress reports what docker enforces with its current settings.
+func (b *Backend) Egress() sandbox.EgressReport {
+	switch b.network() {
+	case config.NetworkAllowlist:
+		allow := slices.Clone(b.baseAllow())
+		detail := "enforced: the container has no network (mode none); only this tool's filtering proxy, reached through the session's relay, connects out, to the hosts in " + b.egressKey()
+		if len(allow) == 0 {
+			detail += " (empty: nothing is reachable until a person allows a host)"
+		}
+		return sandbox.EgressReport{Status: sandbox.EgressEnforced, Allow: allow, Detail: detail, AppliesShared: len(b.cfg.EgressAllow) == 0}
+	case config.NetworkOpen:
+		return sandbox.EgressReport{Status: sandbox.EgressOpen,
+			Detail: "open: docker.network is open, commands reach any host unfiltered (set docker.network allowlist to filter)"}
+	}
+	return sandbox.EgressReport{Status: sandbox.EgressNone, AppliesShared: true,
+		Detail: "none: the container has no network (docker.network none); nothing is reachable, so no allowlist is needed"}
+}
+
+// sessionOverrides is a live session's change to the allowlist (`sessions network`).
+type sessionOverrides struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+func (b *Backend) overridePath(session string) string {
+	return filepath.Join(filepath.Dir(b.recordDir), "egress", session+".json")
+}
+
+func readOverrides(path string) (sessionOverrides, error) {
+	var o sessionOverrides
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return o, nil
+	}
+	if err != nil {
+		return o, err
+	}
+	if err := json.Unmarshal(data, &o); err != nil {
+		return o, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// sessionAllow returns the allowlist in force for session: the configured one with the
+// session's overrides applied. A broken overrides file allows nothing.
+func (b *Backend) sessionAllow(session string) (egress.Allowlist, error) {
+	base, err := egress.ParseAllowlist(b.baseAllow())
+	if err != nil {
+		return egress.Allowlist{}, fmt.Errorf("%s: %w", b.egressKey(), err)
+	}
+	o, err := readOverrides(b.overridePath(session))
+	if err != nil {
+		return egress.Allowlist{}, err
+	}
+	add, err := parseRules(o.Allow)
+	if err != nil {
+		return egress.Allowlist{}, err
+	}
+	rm, err := parseRules(o.Deny)
+	if err != nil {
+		return egress.Allowlist{}, err
+	}
+	return base.With(add, rm), nil
+}
+
+func parseRules(entries []string) ([]egress.Rule, error) {
+	var out []egress.Rule
+	for _, e := range entries {
+		r, err := egress.ParseRule(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// allowFunc is the proxy's view of the session's allowlist, re-read when the overrides
+// file changes.
+func (b *Backend) allowFunc(session string) func() egress.Allowlist {
+	var mu sync.Mutex
+	var stamp string
+	var cur egress.Allowlist
+	path := b.overridePath(session)
+	return func() egress.Allowlist {
+		st := "absent"
+		if fi, err := os.Stat(path); err == nil {
+			st = fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if st != stamp {
+			a, err := b.sessionAllow(session)
+			if err != nil {
+				b.log.Warn("egress allowlist unreadable; allowing nothing", "session", session, "err", err)
+			}
+			cur, stamp = a, st
+		}
+		return cur
+	}
+}
+
+// SetSessionEgress changes a session's allowlist while it runs: allow adds hosts, deny
+// removes them (a denied host stays denied even if the configuration lists it). The change
+// applies to the session's next connection. It returns the allowlist now in force.
+func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, deny []string) ([]string, error) {
+	if err := sandbox.ValidateSessionName(session); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: err}
+	}
+	if b.network() != config.NetworkAllowlist {
+		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf(
+			"docker.network is %s, not allowlist: there is no allowlist to change (hermes-sandbox config set docker.network allowlist): %w", b.network(), sandbox.ErrUnsupported)}
+	}
+	if _, err := parseRules(append(slices.Clone(allow), deny...)); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
+	}
+	if _, err := b.cli.ContainerInspect(ctx, b.containerName(session)); err != nil {
+		if isNotFound(err) {
+			return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
+		}
+		return nil, b.engineErr("network", session, err)
+	}
+	path := b.overridePath(session)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	unlock, err := flock.Lock(path + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	o, err := readOverrides(path)
+	if err != nil {
+		return nil, err
+	}
+	norm := func(s string) string { r, _ := egress.ParseRule(s); return r.String() }
+	for _, a := range allow {
+		a = norm(a)
+		o.Deny = slices.DeleteFunc(o.Deny, func(s string) bool { return s == a })
+		if !slices.Contains(o.Allow, a) {
+			o.Allow = append(o.Allow, a)
+		}
+	}
+	for _, d := range deny {
+		d = norm(d)
+		o.Allow = slices.DeleteFunc(o.Allow, func(s string) bool { return s == d })
+		if !slices.Contains(o.Deny, d) {
+			o.Deny = append(o.Deny, d)
+		}
+	}
+	data, _ := json.MarshalIndent(o, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	a, err := b.sessionAllow(session)
+	if err != nil {
+		return nil, err
+	}
+	return a.Strings(), nil
+}
+
+// relay is a session's running relay exec and the proxy serving its streams.
+type relay struct {
+	execID string
+	ms     *mux.Session
+	proxy  *egress.Proxy
+	wg     sync.WaitGroup
+}
+
+// close ends the relay exec (its stdin closes, so the relay inside stops listening) and
+// waits for every connection in progress.
+func (r *relay) close() {
+	r.ms.Close()
+	r.proxy.Close()
+	r.wg.Wait()
+}
+
+// startEgress starts the session's relay in container id, replacing an earlier one. It is
+// called whenever a new helper starts, so the relay lives and dies with the session's
+// channel in this process.
+func (s *session) startEgress(ctx context.Context, id string) error {
+	b := s.b
+	s.stopEgress()
+	if b.network() != config.NetworkAllowlist {
+		return nil
+	}
+	r, err := b.startRelay(ctx, id, s.name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.relay = r
+	s.mu.Unlock()
+	return nil
+}
+
+// stopEgress stops the session's relay, if any.
+func (s *session) stopEgress() {
+	s.mu.Lock()
+	r := s.relay
+	s.relay = nil
+	s.mu.Unlock()
+	if r != nil {
+		r.close()
+	}
+}
+
+func (b *Backend) relayArgs() []string {
+	args := append([]string{agentInCtr}, b.agent.args...)
+	return append(args, "relay", "--listen", relayAddr)
+}
+
+// startRelay starts the relay exec and serves its streams with a proxy for session.
+func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, error) {
+	name := b.containerName(session)
+	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: b.relayArgs(),
+		AttachStdin: true, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return nil, b.engineErr("egress relay", name, err)
+	}
+	hr, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, b.engineErr("egress relay", name, err)
+	}
+	log := b.log.With("container", name, "exec", shortID(ex.ID), "role", "egress relay")
+	stderr := channel.NewLogWriter(log, slog.LevelWarn, "relay stderr")
+	pr, pw := io.Pipe()
+	r := &relay{execID: ex.ID}
+	var closeOnce sync.Once
+	closer := closerFunc(func() error {
+		closeOnce.Do(func() {
+			hr.Close()
+			pr.Close()
+		})
+		return nil
+	})
+	r.ms = mux.New(pr, hr.Conn, closer)
+	r.proxy = egress.New(egress.Options{Session: session, Allow: b.allowFunc(session), ConfigKey: b.egressKey(),
+		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.observe, Logger: log})
+	r.wg.Add(3)
+	go func() {
+		defer r.wg.Done()
+		_, err := stdcopy.StdCopy(pw, stderr, hr.Reader)
+		pw.CloseWithError(err)
+		stderr.Flush()
+	}()
+	go func() {
+		defer r.wg.Done()
+		if err := r.ms.Run(); err != nil && !errors.Is(err, mux.ErrClosed) {
+			log.Debug("relay stream ended", "err", err)
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		for {
+			st, err := r.ms.Accept()
+			if err != nil {
+				return
+			}
+			r.proxy.Go(st)
+		}
+	}()
+	t := time.NewTimer(relayGreeting)
+	defer t.Stop()
+	select {
+	case <-r.ms.Greeting():
+		return r, nil
+	case <-r.ms.Done():
+		r.close()
+		return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: name, Err: fmt.Errorf(
+			"the relay exited before listening on %s (%v; it printed: %s): %w", relayAddr, r.ms.Err(), strings.TrimSpace(stderr.Tail()), sandbox.ErrUnavailable)}
+	case <-t.C:
+		// Another process's relay holds the port for this session; ours takes over when
+		// that one ends. Commands meanwhile go through the other process's proxy.
+		log.Info("egress relay is waiting for the port; another process serves this session's egress now")
+		return r, nil
+	case <-ctx.Done():
+		r.close()
+		return nil, ctx.Err()
+	}
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
