@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/egresstest"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
@@ -231,13 +233,13 @@ func TestEgressRelayEndsWithTheSession(t *testing.T) {
 	execID := s.relay.execID
 	s.mu.Unlock()
 	ctx := ctxT(t, time.Minute)
-	if ei, err := b.cli.ContainerExecInspect(ctx, execID); err != nil || !ei.Running {
+	if ei, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{}); err != nil || !ei.Running {
 		t.Fatalf("relay exec before Close: %+v, %v; want running", ei, err)
 	}
 	sess.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		ei, err := b.cli.ContainerExecInspect(ctx, execID)
+		ei, err := b.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 		if err == nil && !ei.Running {
 			break
 		}

@@ -26,8 +26,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -211,7 +211,7 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 	if _, err := parseRules(append(slices.Clone(allow), deny...)); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
 	}
-	if _, err := b.cli.ContainerInspect(ctx, b.containerName(session)); err != nil {
+	if _, err := b.inspect(ctx, b.containerName(session)); err != nil {
 		if isNotFound(err) {
 			return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
 		}
@@ -314,12 +314,12 @@ func (b *Backend) relayArgs() []string {
 // startRelay starts the relay exec and serves its streams with a proxy for session.
 func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, error) {
 	name := b.containerName(session)
-	ex, err := b.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: b.relayArgs(),
+	ex, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: b.relayArgs(),
 		AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, b.engineErr("egress relay", name, err)
 	}
-	hr, err := b.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	hr, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
 		return nil, b.engineErr("egress relay", name, err)
 	}
