@@ -434,6 +434,14 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 		// none, and allowlist too: its only way out is the relay to this process's proxy.
 		hc.NetworkMode = "none"
 	}
+	if b.network() == config.NetworkAllowlist {
+		// The relay's fast path to the proxy: a unix socket directory (see egressSockDir).
+		dir, err := b.egressSockDir()
+		if err != nil {
+			return containerSpec{}, err
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: egressSockInCtr, ReadOnly: true})
+	}
 	if !cfg.Privileged {
 		hc.CapDrop = []string{"ALL"}
 	}

@@ -135,6 +135,16 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("wget https://secure.test = exit %d %q %q; want secure-ok", res.ExitCode, res.Stdout, res.Stderr)
 	}
 
+	// Both went the fast way, over the proxy's unix socket, and the sandbox cannot list the
+	// socket directory to find another session's proxy.
+	if r := relayOf(t, sess); r.viaSock.Load() < 2 || r.viaStream.Load() != 0 {
+		t.Errorf("connections via the socket %d, via the exec stream %d; want all via the socket", r.viaSock.Load(), r.viaStream.Load())
+	}
+	res = run(t, sess, `ls /run/hermes-egress`)
+	if res.ExitCode == 0 || strings.Contains(res.Stdout, ".sock") {
+		t.Errorf("ls /run/hermes-egress = exit %d %q; want it refused", res.ExitCode, res.Stdout)
+	}
+
 	// Refused: a name not on the list, with a message naming the host and the key.
 	res = run(t, sess, fmt.Sprintf(`timeout 20 wget -q -O - http://evil.test:%d/`, ep))
 	if res.ExitCode == 0 || strings.Contains(res.Stdout, "evil-secret") || !strings.Contains(res.Stderr, "403") {
@@ -212,6 +222,42 @@ func TestEgressAllowlist(t *testing.T) {
 	res = run(t, sess, fmt.Sprintf(`timeout 20 wget -q -O - http://evil.test:%d/ http://pypi.test:%d/simple/; echo "exit $?"`, ep, pp))
 	if strings.Contains(res.Stdout, "evil-secret") || strings.Contains(res.Stdout, "pypi-index-ok") {
 		t.Errorf("after --deny: %q %q; want both refused", res.Stdout, res.Stderr)
+	}
+}
+
+func relayOf(t *testing.T, sess sandbox.Session) *relay {
+	t.Helper()
+	s := sess.(*session)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relay == nil {
+		t.Fatal("the session has no relay")
+	}
+	return s.relay
+}
+
+// TestEgressStreamFallback: where the relay cannot reach the proxy's unix socket, its
+// connections go over the exec stream, filtered the same.
+func TestEgressStreamFallback(t *testing.T) {
+	in := egresstest.New(t)
+	pp, ep := egresstest.Port(in.Pypi), egresstest.Port(in.Evil)
+	b, _, _ := newEgressBackend(t, in, []string{fmt.Sprintf("pypi.test:%d", pp)})
+	sess := open(t, b, "fallback")
+	run(t, sess, "true") // the relay starts with the session's helper
+	r := relayOf(t, sess)
+	if err := os.Remove(r.sock.(*sockListener).path); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, sess, fmt.Sprintf(`timeout 20 wget -q -O - http://pypi.test:%d/simple/`, pp))
+	if res.ExitCode != 0 || res.Stdout != "pypi-index-ok\n" {
+		t.Errorf("wget http://pypi.test over the stream = exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	res = run(t, sess, fmt.Sprintf(`timeout 20 wget -q -O - http://evil.test:%d/`, ep))
+	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "403") {
+		t.Errorf("wget http://evil.test over the stream = exit %d %q %q; want a 403", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if r.viaStream.Load() < 2 || r.viaSock.Load() != 0 {
+		t.Errorf("connections via the exec stream %d, via the socket %d; want all via the stream", r.viaStream.Load(), r.viaSock.Load())
 	}
 }
 

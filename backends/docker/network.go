@@ -10,6 +10,12 @@ package docker
 // relay. When no hermes-sandbox process holds the session, no relay runs and nothing
 // listens: connections from background jobs fail until the next command starts one.
 //
+// Where the engine runs on this host (it always does: the helper itself is bind-mounted),
+// the relay's connections skip the exec stream: each goes to a unix socket of the proxy in
+// a directory mounted read-only into every allowlist container (egressSockDir), which runs
+// at the speed of a local socket. The exec stream stays the relay's lifeline (it ends the
+// relay when this process goes) and carries connections when the socket cannot be reached.
+//
 // The Engine API calls of this feature are all in this file (exec create and attach).
 
 import (
@@ -19,11 +25,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -265,13 +274,19 @@ type relay struct {
 	execID string
 	ms     *mux.Session
 	proxy  *egress.Proxy
+	sock   net.Listener // the proxy's unix socket for this relay; nil without one
 	wg     sync.WaitGroup
+
+	viaSock, viaStream atomic.Int64 // connections served from each path
 }
 
 // close ends the relay exec (its stdin closes, so the relay inside stops listening) and
 // waits for every connection in progress.
 func (r *relay) close() {
 	r.ms.Close()
+	if r.sock != nil {
+		r.sock.Close()
+	}
 	r.proxy.Close()
 	r.wg.Wait()
 }
@@ -306,27 +321,105 @@ func (s *session) stopEgress() {
 	}
 }
 
-func (b *Backend) relayArgs() []string {
+func (b *Backend) relayArgs(sock string) []string {
 	args := append([]string{agentInCtr}, b.agent.args...)
-	return append(args, "relay", "--listen", relayAddr)
+	args = append(args, "relay", "--listen", relayAddr)
+	if sock != "" {
+		args = append(args, "--unix", path.Join(egressSockInCtr, sock))
+	}
+	return args
+}
+
+// egressSockInCtr is where egressSockDir appears inside a container.
+const egressSockInCtr = "/run/hermes-egress"
+
+// egressSockDir is the host directory holding the proxies' unix sockets, mounted read-only
+// into every allowlist container of this backend (warm-pool containers are made before their
+// session is known, so it cannot be one directory per session). Its mode is 0311: nobody,
+// the container's user included, can list it, so a sandbox reaches only the socket whose
+// random name its own relay was given, never another session's proxy.
+func (b *Backend) egressSockDir() (string, error) {
+	dir := filepath.Join(filepath.Dir(b.recordDir), "egress-sock")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", &sandbox.Error{Backend: Name, Op: "egress", Err: err}
+	}
+	if err := os.Chmod(dir, 0o311); err != nil {
+		return "", &sandbox.Error{Backend: Name, Op: "egress", Err: err}
+	}
+	return dir, nil
+}
+
+// listenEgressSock opens a unix socket with a random name in egressSockDir that any user
+// in the container may connect to. The directory's path can be longer than a socket
+// address allows, so the socket is bound through /proc/self/fd.
+func (b *Backend) listenEgressSock() (net.Listener, string, error) {
+	dir, err := b.egressSockDir()
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	defer d.Close()
+	name := randomID() + randomID() + ".sock"
+	addr := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), name)
+	l, err := net.Listen("unix", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	full := filepath.Join(dir, name)
+	if err := os.Chmod(full, 0o666); err != nil {
+		l.Close()
+		os.Remove(full)
+		return nil, "", err
+	}
+	// The listener would unlink its /proc path on close, which by then means nothing:
+	// remove the real path instead.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	return &sockListener{Listener: l, path: full}, name, nil
+}
+
+// sockListener removes its socket file when closed.
+type sockListener struct {
+	net.Listener
+	path string
+}
+
+func (l *sockListener) Close() error {
+	err := l.Listener.Close()
+	os.Remove(l.path)
+	return err
 }
 
 // startRelay starts the relay exec and serves its streams with a proxy for session.
 func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, error) {
 	name := b.containerName(session)
-	ex, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: b.relayArgs(),
+	sock, sockName, err := b.listenEgressSock()
+	if err != nil {
+		// The exec stream alone still carries every connection, only slower.
+		b.log.Warn("egress: no unix socket for the relay; connections go over the exec stream", "err", err)
+		sock, sockName = nil, ""
+	}
+	ex, err := b.cli.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: b.relayArgs(sockName),
 		AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
+		if sock != nil {
+			sock.Close()
+		}
 		return nil, b.engineErr("egress relay", name, err)
 	}
 	hr, err := b.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
+		if sock != nil {
+			sock.Close()
+		}
 		return nil, b.engineErr("egress relay", name, err)
 	}
 	log := b.log.With("container", name, "exec", shortID(ex.ID), "role", "egress relay")
 	stderr := channel.NewLogWriter(log, slog.LevelWarn, "relay stderr")
 	pr, pw := io.Pipe()
-	r := &relay{execID: ex.ID}
+	r := &relay{execID: ex.ID, sock: sock}
 	var closeOnce sync.Once
 	closer := closerFunc(func() error {
 		closeOnce.Do(func() {
@@ -338,6 +431,20 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 	r.ms = mux.New(pr, hr.Conn, closer)
 	r.proxy = egress.New(egress.Options{Session: session, Allow: b.allowFunc(session), ConfigKey: b.egressKey(),
 		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.observe, Logger: log})
+	if sock != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for {
+				c, err := sock.Accept()
+				if err != nil {
+					return
+				}
+				r.viaSock.Add(1)
+				r.proxy.Go(c)
+			}
+		}()
+	}
 	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
@@ -358,6 +465,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 			if err != nil {
 				return
 			}
+			r.viaStream.Add(1)
 			r.proxy.Go(st)
 		}
 	}()

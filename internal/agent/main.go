@@ -27,16 +27,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		<-sig
 		return 0
 	}
-	if len(args) == 3 && args[0] == "relay" && args[1] == "--listen" {
+	if (len(args) == 3 || len(args) == 5 && args[3] == "--unix") && args[0] == "relay" && args[1] == "--listen" {
 		// The egress relay of a sandbox with an allowlist (see Relay).
-		if err := Relay(args[2], stdin, stdout); err != nil {
+		upstream := ""
+		if len(args) == 5 {
+			upstream = args[4]
+		}
+		if err := Relay(args[2], upstream, stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "sandbox-agent:", err)
 			return 1
 		}
 		return 0
 	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR] | sandbox-agent relay --listen ADDR | sandbox-agent idle")
+		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR] | sandbox-agent relay --listen ADDR [--unix PATH] | sandbox-agent idle")
 		return 2
 	}
 	if err := fs.Parse(args[1:]); err != nil {

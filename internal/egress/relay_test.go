@@ -23,7 +23,7 @@ func relayChainB(t testing.TB, p *egress.Proxy) (string, func()) {
 	toRelayR, toRelayW := io.Pipe()
 	fromRelayR, fromRelayW := io.Pipe()
 	relayDone := make(chan error, 1)
-	go func() { relayDone <- agent.Relay("127.0.0.1:0", toRelayR, fromRelayW); fromRelayW.Close() }()
+	go func() { relayDone <- agent.Relay("127.0.0.1:0", "", toRelayR, fromRelayW); fromRelayW.Close() }()
 	host := mux.New(fromRelayR, toRelayW, toRelayW)
 	ran := make(chan struct{})
 	go func() { defer close(ran); host.Run() }()
