@@ -623,7 +623,14 @@ func copyBody(c net.Conn, resp *http.Response, br *bufio.Reader, up net.Conn) (i
 	if err := bw.Flush(); err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(c, io.LimitReader(up, rest))
+	var n int64
+	var err error
+	if _, tcp := c.(*net.TCPConn); tcp {
+		n, err = io.Copy(c, io.LimitReader(up, rest)) // spliced
+	} else {
+		// A relay's unix socket: no splice for a limited copy into it, so large reads.
+		n, err = io.CopyBuffer(c, io.LimitReader(up, rest), make([]byte, 256<<10))
+	}
 	if err == nil && n < rest {
 		err = io.ErrUnexpectedEOF
 	}
