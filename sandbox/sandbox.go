@@ -72,6 +72,12 @@ type Result struct {
 	// EnvironmentRecreated says the sandbox was lost and made anew before this command, so
 	// files and shell state from earlier commands are gone.
 	EnvironmentRecreated bool `json:"environment_recreated"`
+	// StateNotSaved says the command's changes to the working directory and exported
+	// environment could not be saved (the state directory's disk is full or unwritable, or
+	// the shell was replaced or killed first): the next command runs with the state from
+	// before this one. StateError says why.
+	StateNotSaved bool   `json:"state_not_saved,omitempty"`
+	StateError    string `json:"state_error,omitempty"`
 }
 
 // Capabilities reports what a backend can do. The conformance suite checks each flag against

@@ -503,6 +503,11 @@ func (s *shellSession) run(ctx context.Context, sc *shellChan, cmd sandbox.Comma
 	res.EnvironmentRecreated = s.recreated
 	s.recreated = false
 	s.mu.Unlock()
+	if end.cwd == "" && len(cmd.Argv) == 0 && reason == "" && end.nodir == 0 {
+		// A script's save leaves the directory it ended in; without it, nothing was saved.
+		res.StateNotSaved = true
+		res.StateError = "the shell could not write them to the session's state directory (is the disk full?), or the script left through exec or through exit with its own EXIT trap"
+	}
 	if err := capture.Finish(res); err != nil {
 		s.b.log.Warn("output spill failed", "err", err)
 	}

@@ -173,13 +173,18 @@ func (w wrapperSpec) wrapper() (string, error) {
 		}
 		b.WriteString("exec " + strings.Join(words, " ") + "\n")
 	default:
-		b.WriteString("__hermes_save() {\n  __hermes_rc=$?\n")
+		// The state is saved when the script returns, and by the EXIT trap when it calls exit,
+		// so a script that sets its own EXIT trap keeps its cd and export. A save that fails
+		// (a full disk) leaves no .cwd file, which the caller reports as state not saved.
+		b.WriteString("__hermes_st=$__hf\n")
+		b.WriteString("__hermes_save() {\n  __hermes_rc=$?\n  if [ -z \"$__hermes_saved\" ]; then\n  __hermes_saved=1\n")
 		b.WriteString(restore.String())
 		b.WriteString("  __HERMES_CWD=$PWD; export __HERMES_CWD\n")
-		b.WriteString(`  { export -p >"$__hf.env" && printf '%s' "$PWD" >"$__hf.cwd"; } 2>/dev/null` + "\n")
-		b.WriteString("  exit $__hermes_rc\n}\n")
+		b.WriteString(`  { { export -p; } >"$__hermes_st.env" && printf '%s' "$PWD" >"$__hermes_st.cwd"; } 2>/dev/null || rm -f "$__hermes_st.env" "$__hermes_st.cwd" 2>/dev/null` + "\n")
+		b.WriteString("  fi\n  exit $__hermes_rc\n}\n")
 		b.WriteString("trap __hermes_save EXIT\n")
 		b.WriteString(`. "$__hf.sh"` + "\n")
+		b.WriteString("__hermes_save\n")
 	}
 	return b.String(), nil
 }

@@ -202,6 +202,9 @@ type ExitInfo struct {
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Cwd         string `json:"cwd"`
 	DurationNS  int64  `json:"duration_ns"`
+	// StateError says why the command's changes to the working directory and exported
+	// environment could not be saved; "" when they were (or there was nothing to save).
+	StateError string `json:"state_error,omitempty"`
 }
 
 // ErrorKind classifies a failure the helper reports; clients map it to sentinel errors.

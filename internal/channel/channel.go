@@ -168,7 +168,8 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		return nil, s.wrap("exec", err)
 	}
 	res := &sandbox.Result{ExitCode: ex.Code, Cwd: ex.Cwd, Duration: time.Since(start),
-		TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, EnvironmentRecreated: s.takeRecreated()}
+		TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, EnvironmentRecreated: s.takeRecreated(),
+		StateNotSaved: ex.StateError != "", StateError: ex.StateError}
 	if err := capture.Finish(res); err != nil {
 		s.log.Warn("output spill failed", "err", err)
 	}

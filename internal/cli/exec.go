@@ -72,6 +72,8 @@ type execJSON struct {
 	DurationMS           float64 `json:"duration_ms"`
 	Cwd                  string  `json:"cwd"`
 	EnvironmentRecreated bool    `json:"environment_recreated"`
+	// StateSaved is false when the command's cd and export could not be saved.
+	StateSaved bool `json:"state_saved"`
 }
 
 func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sandbox.Command, error) {
@@ -196,10 +198,14 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(execJSON{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 			Truncated: res.Truncated, OutputFile: res.OutputFile, DurationMS: float64(res.Duration.Microseconds()) / 1000,
-			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated}); err != nil {
+			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated, StateSaved: !res.StateNotSaved}); err != nil {
 			return err
 		}
-	} else {
+	}
+	if res.StateNotSaved {
+		fmt.Fprintf(a.stderr, "hermes-sandbox: warning: this command's cd and export were not saved: %s; the next command runs with the state from before it\n", res.StateError)
+	}
+	if !f.json {
 		switch {
 		case res.TimedOut:
 			fmt.Fprintf(a.stderr, "hermes-sandbox: timed out after %s; the command's process tree was killed (raise it with --timeout)\n", c.Timeout)

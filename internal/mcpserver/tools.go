@@ -47,6 +47,7 @@ type TerminalResult struct {
 	Cwd                  string  `json:"cwd" jsonschema:"the session's working directory after the command"`
 	EnvironmentRecreated bool    `json:"environment_recreated" jsonschema:"the sandbox was lost and made anew before this command: earlier files and shell state are gone"`
 	TimedOut             bool    `json:"timed_out,omitzero"`
+	StateSaved           *bool   `json:"state_saved,omitempty" jsonschema:"false when the command's cd and export could not be saved (a full or unwritable disk): the next command runs with the state from before it"`
 	DurationMS           float64 `json:"duration_ms,omitzero"`
 	JobID                string  `json:"job_id,omitzero" jsonschema:"the background job's id, for the process tool"`
 	RemainingToolCalls   *int    `json:"remaining_tool_calls,omitempty" jsonschema:"tool calls left in this session, when loop.max_tool_calls caps them"`
@@ -286,6 +287,8 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	out = TerminalResult{ExitCode: &code, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated,
 		OutputFile: res.OutputFile, Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated,
 		TimedOut: res.TimedOut, DurationMS: float64(res.Duration.Microseconds()) / 1000, RemainingToolCalls: capped(sb)}
+	saved := !res.StateNotSaved
+	out.StateSaved = &saved
 	return textResult(terminalText(res, timeout)), out, nil
 }
 
@@ -333,6 +336,9 @@ func terminalText(res *sandbox.Result, timeout time.Duration) string {
 	}
 	if res.EnvironmentRecreated {
 		b.WriteString("\n[note: the sandbox was lost and recreated before this command; earlier files and shell state are gone]")
+	}
+	if res.StateNotSaved {
+		fmt.Fprintf(&b, "\n[warning: this command's cd and export were not saved: %s; the next command runs with the state from before it]", res.StateError)
 	}
 	return b.String()
 }

@@ -68,6 +68,8 @@ func run(t *testing.T, opts Options, gated bool) {
 	t.Run("BinaryOutput", s.testBinary)
 	t.Run("Stdin", s.testStdin)
 	t.Run("StatePersists", s.testState)
+	t.Run("StateSurvivesScriptExitTrap", s.testExitTrap)
+	t.Run("StateSaveFailureReported", s.testStateSaveFailure)
 	t.Run("Dir", s.testDir)
 	t.Run("Timeout", s.testTimeout)
 	t.Run("Cancel", s.testCancel)
