@@ -46,13 +46,15 @@ type Config struct {
 
 // TerminalConfig is the terminal section: which backend runs commands and how.
 type TerminalConfig struct {
-	Backend        Backend       `yaml:"backend"`         // auto picks the first usable backend
-	Timeout        time.Duration `yaml:"timeout"`         // per-command timeout
-	Cwd            string        `yaml:"cwd"`             // working directory; "" = backend default
-	Shell          Shell         `yaml:"shell"`           // auto, bash, sh or an absolute path
-	OutputLimit    int           `yaml:"output_limit"`    // max bytes of output returned per command
-	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
-	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
+	Backend     Backend       `yaml:"backend"`      // auto picks the first usable backend
+	Timeout     time.Duration `yaml:"timeout"`      // per-command timeout
+	Cwd         string        `yaml:"cwd"`          // working directory; "" = backend default
+	Shell       Shell         `yaml:"shell"`        // auto, bash, sh or an absolute path
+	OutputLimit int           `yaml:"output_limit"` // max bytes of output returned per command
+	// SpillLimit bounds one command's spill file of its complete output (head and tail kept).
+	SpillLimit     Size     `yaml:"spill_limit"`
+	EnvPassthrough []string `yaml:"env_passthrough"` // host env vars passed into the sandbox
+	StateDir       string   `yaml:"state_dir"`       // "" = default; see Config.StateDir
 	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
 	// command a fresh one, removed when it ends (as `exec --ephemeral`).
 	Persistence Persistence `yaml:"persistence"`
@@ -218,6 +220,7 @@ func NewConfig() *Config {
 			Timeout:        180 * time.Second,
 			Shell:          ShellAuto,
 			OutputLimit:    50000,
+			SpillLimit:     64 * Mebibyte,
 			EnvPassthrough: []string{},
 			Persistence:    PersistenceSession,
 		},

@@ -31,6 +31,7 @@ func TestSetGetRoundTrip(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "new", "dir", "config.yaml")
 	tests := []struct{ key, value, want string }{
 		{"docker.memory_limit", "1g", "1g"},
+		{"terminal.spill_limit", "1MiB", "1m"},
 		{"docker.memory_limit", "1536MiB", "1536m"},
 		{"terminal.backend", "Docker", "docker"},
 		{"sandbox", "ssh", "ssh"},
@@ -238,6 +239,8 @@ func TestSetRejectsBeforeWriting(t *testing.T) {
 		{"docker.env", "1A=x", "not a valid environment variable name"},
 		{"terminal.env_passthrough", "PATH,BAD-NAME", `"BAD-NAME" is not a valid environment variable name`},
 		{"terminal.output_limit", "10", "must be at least 1000"},
+		{"terminal.spill_limit", "1k", "terminal.spill_limit: must be at least 64k"},
+		{"terminal.spil_limit", "1m", `did you mean "terminal.spill_limit"?`},
 		{"docker.netwrk_enabled", "true", `unknown key "docker.netwrk_enabled" (did you mean "docker.network_enabled"?)`},
 		{"backend", "docker", `did you mean "terminal.backend"?`},
 		{"dockr.image", "x", `did you mean "docker.image"?`},

@@ -15,6 +15,7 @@ import (
 const (
 	MinDockerMemory = 6 * Mebibyte // the engine refuses less
 	MinOutputLimit  = 1000
+	MinSpillLimit   = 64 * Kibibyte
 	MaxModalTimeout = 24 * time.Hour
 )
 
@@ -99,6 +100,9 @@ func (c *Config) validateTerminal(v *validator) {
 	}
 	if t.OutputLimit < MinOutputLimit {
 		v.failf("terminal.output_limit", "must be at least %d, got %d", MinOutputLimit, t.OutputLimit)
+	}
+	if t.SpillLimit < MinSpillLimit {
+		v.failf("terminal.spill_limit", "must be at least %s, got %s", MinSpillLimit, t.SpillLimit)
 	}
 	v.identifiers("terminal.env_passthrough", t.EnvPassthrough)
 	v.optionalAbs("terminal.state_dir", t.StateDir)

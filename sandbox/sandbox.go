@@ -50,6 +50,9 @@ type Command struct {
 	Timeout time.Duration
 	// OutputLimit bounds the bytes of each stream kept in the Result (0 = DefaultOutputLimit).
 	OutputLimit int
+	// SpillLimit bounds the spill file of the complete output (0 = DefaultSpillLimit): beyond
+	// it the file keeps the first and last halves, with a note of the gap.
+	SpillLimit int64
 }
 
 // Result is what every backend returns for a finished command. A non-zero exit is data, not

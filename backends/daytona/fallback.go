@@ -323,7 +323,7 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 		}
 		return nil, b.apiErr("exec", s.name, err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir)
+	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)

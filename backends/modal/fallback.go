@@ -105,7 +105,7 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 	if err != nil {
 		return nil, b.mapErr("exec", s.name, err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir)
+	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)

@@ -339,7 +339,7 @@ func (s *shellSession) run(ctx context.Context, sc *shellChan, cmd sandbox.Comma
 		stdinFlag = "1"
 	}
 	line := "__hr " + id + " " + ta + " " + tb + " " + stdinFlag + " " + shq(cmd.Script) + " " + shq(w) + "\n"
-	capture := sandbox.NewCapture(cmd.OutputLimit, filepath.Join(s.b.fo.StateDir, "output"))
+	capture := sandbox.NewCapture(cmd.OutputLimit, filepath.Join(s.b.fo.StateDir, "output")).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)

@@ -139,7 +139,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	if err != nil {
 		return nil, s.wrap("exec", err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir)
+	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir).ForSession(s.opts.Name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)

@@ -126,6 +126,7 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Timeout = cfg.Terminal.Timeout
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
+	c.SpillLimit = cfg.Terminal.SpillLimit.Bytes()
 	ephemeral := f.ephemeral || cfg.Terminal.Persistence == config.PersistenceEphemeral
 	if ephemeral {
 		switch {

@@ -248,7 +248,7 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	if err := s.checkEnabled(sb, toolTerminal); err != nil {
 		return nil, out, failure(req.Session, "terminal", err)
 	}
-	cmd := sandbox.Command{Script: in.Command, Dir: in.Workdir, OutputLimit: s.cfg.Terminal.OutputLimit}
+	cmd := sandbox.Command{Script: in.Command, Dir: in.Workdir, OutputLimit: s.cfg.Terminal.OutputLimit, SpillLimit: s.cfg.Terminal.SpillLimit.Bytes()}
 
 	if in.Background {
 		jr, ok := sb.(sandbox.JobRunner)

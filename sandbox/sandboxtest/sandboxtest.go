@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -484,6 +485,33 @@ func (s *suite) testOutputBounded(t *testing.T) {
 	full, err := readHostFile(res.OutputFile)
 	if err != nil || len(full) != n+9 {
 		t.Errorf("spill file has %d bytes (%v); want %d", len(full), err, n+9)
+	}
+	// Over Command.SpillLimit (terminal.spill_limit) the spill file keeps the first and last
+	// halves, with a note of the gap.
+	const spillLimit = 100_000
+	capped, err := sess.Exec(s.ctx(t), sandbox.Command{Script: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf '%%09d\n' $i; i=$((i+1)); done; echo tail-end`, n/10),
+		OutputLimit: 10_000, SpillLimit: spillLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := readHostFile(capped.OutputFile)
+	switch {
+	case err != nil:
+		t.Errorf("capped spill file: %v", err)
+	case len(part) > spillLimit+300 || !bytes.HasPrefix(part, full[:spillLimit/2]) || !bytes.HasSuffix(part, full[len(full)-spillLimit/2:]) ||
+		!bytes.Contains(part, []byte(fmt.Sprintf("%d bytes dropped here", n+9-spillLimit))):
+		t.Errorf("spill file with SpillLimit %d = %d bytes; want its first and last halves of the output and a note of the %d bytes between", spillLimit, len(part), n+9-spillLimit)
+	}
+	// The spill files go with the session.
+	if m, ok := s.b.(sandbox.SessionManager); ok {
+		if err := m.Remove(s.ctx(t), sess.Name()); err != nil {
+			t.Fatalf("Remove(%q) = %v", sess.Name(), err)
+		}
+		for _, f := range []string{res.OutputFile, capped.OutputFile} {
+			if _, err := readHostFile(f); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("spill file %s after Remove: %v; want it removed", f, err)
+			}
+		}
 	}
 }
 
