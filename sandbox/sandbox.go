@@ -23,6 +23,12 @@ const (
 // DefaultOutputLimit is how many bytes of each stream a Result keeps by default.
 const DefaultOutputLimit = 50_000
 
+// Background job bounds (terminal.job_timeout, terminal.max_jobs).
+const (
+	DefaultJobTimeout = 24 * time.Hour
+	DefaultMaxJobs    = 16
+)
+
 // DefaultSession is the session name used when the caller names none.
 const DefaultSession = "default"
 
@@ -53,6 +59,12 @@ type Command struct {
 	// SpillLimit bounds the spill file of the complete output (0 = DefaultSpillLimit): beyond
 	// it the file keeps the first and last halves, with a note of the gap.
 	SpillLimit int64
+	// JobTimeout, for StartJob, is how long the background job may run before its process
+	// group is killed and it ends with exit code 124 (0 = DefaultJobTimeout).
+	JobTimeout time.Duration
+	// MaxJobs, for StartJob, refuses a new job with ErrLimit while that many of the session's
+	// jobs run (0 = DefaultMaxJobs).
+	MaxJobs int
 }
 
 // Result is what every backend returns for a finished command. A non-zero exit is data, not

@@ -48,6 +48,7 @@ type shellSession struct {
 	sawState  bool   // saved state existed, so losing it means the environment was recreated
 	recreated bool
 	wg        sync.WaitGroup // background kills
+	jobMu     sync.Mutex     // held while a job starts, so the job limit holds
 }
 
 // shellChan is one remote /bin/sh reading commands.

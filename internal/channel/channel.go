@@ -119,6 +119,8 @@ func (s *Session) wrap(op string, err error) error {
 			err = sandbox.WithKind(fs.ErrPermission, re)
 		case agent.KindUnsupported:
 			err = sandbox.WithKind(sandbox.ErrUnsupported, re)
+		case agent.KindLimit:
+			err = sandbox.WithKind(sandbox.ErrLimit, re)
 		}
 	}
 	var se *sandbox.Error
@@ -286,7 +288,15 @@ func (s *Session) StartJob(ctx context.Context, cmd sandbox.Command) (sandbox.Jo
 		return sandbox.JobStatus{}, s.wrap("job start", fmt.Errorf("empty command: %w", sandbox.ErrInvalidConfig))
 	}
 	var info agent.JobInfo
-	req := agent.CallRequest{Op: "job_start", Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env)}}
+	timeout, maxJobs := cmd.JobTimeout, cmd.MaxJobs
+	if timeout <= 0 {
+		timeout = sandbox.DefaultJobTimeout
+	}
+	if maxJobs <= 0 {
+		maxJobs = sandbox.DefaultMaxJobs
+	}
+	req := agent.CallRequest{Op: "job_start", MaxJobs: maxJobs, Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env),
+		TimeoutMS: max(timeout.Milliseconds(), 1)}}
 	if err := s.call(ctx, "job start", req, &info, nil, nil); err != nil {
 		return sandbox.JobStatus{}, err
 	}

@@ -52,7 +52,7 @@ exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", sandbox.DefaultSession, "session name: sessions keep their working directory and environment")
-	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long (default terminal.timeout)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long (default terminal.timeout; with --background, the job's lifetime, default terminal.job_timeout)")
 	fl.StringVar(&f.cwd, "cwd", "", "directory to run in (becomes the session's directory for -c scripts)")
 	fl.StringArrayVar(&f.env, "env", nil, "set a variable for this command only, K=V (repeatable)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the result instead of streaming")
@@ -127,6 +127,12 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
 	c.SpillLimit = cfg.Terminal.SpillLimit.Bytes()
+	c.MaxJobs = cfg.Terminal.MaxJobs
+	c.JobTimeout = cfg.Terminal.JobTimeout
+	if f.background && cmd.Flags().Changed("timeout") {
+		// --timeout with --background bounds the job's lifetime.
+		c.JobTimeout = f.timeout
+	}
 	ephemeral := f.ephemeral || cfg.Terminal.Persistence == config.PersistenceEphemeral
 	if ephemeral {
 		switch {

@@ -31,7 +31,7 @@ const maxTimeout = 24 * time.Hour
 // TerminalInput is the terminal tool's arguments.
 type TerminalInput struct {
 	Command    string   `json:"command" jsonschema:"the shell script to run, e.g. 'ls -la' or 'cd src && make test'"`
-	Timeout    *float64 `json:"timeout,omitempty" jsonschema:"seconds before the command's whole process tree is killed (exit code 124)"`
+	Timeout    *float64 `json:"timeout,omitempty" jsonschema:"seconds before the command's whole process tree is killed (exit code 124); with background: true, the job's lifetime (default terminal.job_timeout)"`
 	Workdir    string   `json:"workdir,omitempty" jsonschema:"directory to run in; like a cd, it stays the session's working directory afterwards"`
 	Background bool     `json:"background,omitempty" jsonschema:"start the command as a background job and return its job_id at once; follow it with the process tool"`
 }
@@ -255,8 +255,10 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 		if !ok || !s.caps.Jobs {
 			return nil, out, fmt.Errorf("terminal: the %s backend has no background jobs; run the command in the foreground", s.backend.Name())
 		}
+		cmd.MaxJobs, cmd.JobTimeout = s.cfg.Terminal.MaxJobs, s.cfg.Terminal.JobTimeout
 		if in.Timeout != nil {
-			cmd.Timeout = timeout
+			// A timeout given with background: true bounds the job's lifetime.
+			cmd.Timeout, cmd.JobTimeout = timeout, timeout
 		}
 		st, err := jr.StartJob(cctx, cmd)
 		if err != nil {

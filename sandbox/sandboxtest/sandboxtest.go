@@ -84,6 +84,8 @@ func run(t *testing.T, opts Options, gated bool) {
 	t.Run("Persistence", s.testPersistence)
 	t.Run("Files", s.testFiles)
 	t.Run("Jobs", s.testJobs)
+	t.Run("JobLimit", s.testJobLimit)
+	t.Run("JobTimeout", s.testJobTimeout)
 	t.Run("SessionManager", s.testSessionManager)
 	t.Run("CapabilityHonesty", s.testCapabilities)
 	t.Run("Terminal", s.testTerminal)
