@@ -186,7 +186,7 @@ func (w wrapperSpec) wrapper() (string, error) {
 		// so a script that sets its own EXIT trap keeps its cd and export. A save that fails
 		// (a full disk) leaves no .cwd file, which the caller reports as state not saved.
 		b.WriteString("__hermes_st=$__hf\n")
-		b.WriteString("__hermes_save() {\n  __hermes_rc=$?\n  if [ -z \"$__hermes_saved\" ]; then\n  __hermes_saved=1\n")
+		b.WriteString("__hermes_save() {\n  __hermes_rc=$?\n  if [ -z \"${__hermes_saved-}\" ]; then\n  __hermes_saved=1\n")
 		b.WriteString(restore.String())
 		b.WriteString("  __HERMES_CWD=$PWD; export __HERMES_CWD\n")
 		b.WriteString(`  { { export -p; } >"$__hermes_st.env" && printf '%s' "$PWD" >"$__hermes_st.cwd"; } 2>/dev/null || rm -f "$__hermes_st.env" "$__hermes_st.cwd" 2>/dev/null` + "\n")

@@ -34,7 +34,7 @@ const (
 const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE; ` +
 	`unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE; ` +
 	`__hermes_save() { { printf "%s\0" "$PWD"; export -p; printf "\0` + stateEnd + `"; } 2>/dev/null >"$__hermes_st" || :; __hermes_saved=1; }; ` +
-	`trap '__hermes_rc=$?; [ -n "$__hermes_saved" ] || __hermes_save; exit $__hermes_rc' EXIT; ` +
+	`trap '__hermes_rc=$?; [ -n "${__hermes_saved-}" ] || __hermes_save; exit $__hermes_rc' EXIT; ` +
 	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi; ` +
 	`__hermes_rc=$?; __hermes_save; exit $__hermes_rc`
 

@@ -36,7 +36,7 @@ import (
 // own EXIT trap).
 const Wrapper = `__hermes_st=$1; pf=$2; mode=$3; payload=$4; shift 4
 mkdir -p "${__hermes_st%/*}" 2>/dev/null; echo $$ > "$pf"
-__hs_save() { __hs_rc=$?; if [ -z "$__hs_saved" ]; then __hs_saved=1; for __hs_n in $HERMES_FB_CMDENV; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; if { { export -p; } > "$__hermes_st.$$" && mv -f "$__hermes_st.$$" "$__hermes_st" && printf '%s' "$PWD" > "$__hermes_st.cwd.$$" && mv -f "$__hermes_st.cwd.$$" "$__hermes_st.cwd"; } 2>/dev/null; then rm -f "$pf"; else rm -f "$__hermes_st.$$" "$__hermes_st.cwd.$$" 2>/dev/null; fi; fi; exit $__hs_rc; }
+__hs_save() { __hs_rc=$?; if [ -z "${__hs_saved-}" ]; then __hs_saved=1; for __hs_n in ${HERMES_FB_CMDENV-}; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; if { { export -p; } > "$__hermes_st.$$" && mv -f "$__hermes_st.$$" "$__hermes_st" && printf '%s' "$PWD" > "$__hermes_st.cwd.$$" && mv -f "$__hermes_st.cwd.$$" "$__hermes_st.cwd"; } 2>/dev/null; then rm -f "$pf"; else rm -f "$__hermes_st.$$" "$__hermes_st.cwd.$$" 2>/dev/null; fi; fi; exit $__hs_rc; }
 for __hs_n in $HERMES_FB_CMDENV; do eval "__hs_v_$__hs_n=\${$__hs_n-}"; done
 [ -r "$__hermes_st" ] && . "$__hermes_st"
 for __hs_n in $HERMES_FB_CMDENV; do eval "$__hs_n=\$__hs_v_$__hs_n; export $__hs_n; unset __hs_v_$__hs_n"; done

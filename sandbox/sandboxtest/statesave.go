@@ -24,6 +24,13 @@ func (s *suite) testExitTrap(t *testing.T) {
 	if want := dir + "\nkept\n"; res.Stdout != want {
 		t.Errorf("after a script with its own EXIT trap: %q; want %q", res.Stdout, want)
 	}
+	// A script under set -u that leaves through exit keeps its state too.
+	if res := s.sh(t, sess, "set -u; export HERMES_STRICT=kept; exit 4"); res.ExitCode != 4 || res.StateNotSaved {
+		t.Errorf("Exec(set -u; export; exit 4) = exit %d, state not saved %v (%s); want 4, saved", res.ExitCode, res.StateNotSaved, res.StateError)
+	}
+	if res := s.sh(t, sess, `echo "${HERMES_STRICT-lost}"`); res.Stdout != "kept\n" {
+		t.Errorf("after set -u and exit: %q; want kept", res.Stdout)
+	}
 	// Its trap still runs when it calls exit, and its exit code is kept.
 	res = s.sh(t, sess, "trap 'echo bye2' EXIT; exit 3")
 	if res.Stdout != "bye2\n" || res.ExitCode != 3 {
