@@ -48,8 +48,10 @@ const maxPoll = 1 << 20
 
 // With a timeout (whole seconds in __HERMES_JOB_TIMEOUT) a sleep is the clock: the job kills
 // it when it ends first; when the sleep ends first, the supervisor records exit code 124 and
-// a timedout file and kills its whole process group, itself included. The helper also kills
-// a job that is found past its deadline (one that left the group).
+// a timedout file and kills its whole process group, itself included. A supervisor still alive
+// past its deadline (its clock was killed) has its tree killed by the helper when the job is
+// next looked at. Processes that left the group (setsid) are not followed once the supervisor
+// has killed itself.
 const supervisor = `__j=$__HERMES_JOB; __sh=$__HERMES_SHELL; __s=$__HERMES_SCRIPT; __t=$__HERMES_JOB_TIMEOUT
 unset __HERMES_JOB __HERMES_SHELL __HERMES_SCRIPT __HERMES_JOB_TIMEOUT
 if [ -z "$__t" ]; then
