@@ -46,13 +46,19 @@ type Config struct {
 
 // TerminalConfig is the terminal section: which backend runs commands and how.
 type TerminalConfig struct {
-	Backend        Backend       `yaml:"backend"`         // auto picks the first usable backend
-	Timeout        time.Duration `yaml:"timeout"`         // per-command timeout
-	Cwd            string        `yaml:"cwd"`             // working directory; "" = backend default
-	Shell          Shell         `yaml:"shell"`           // auto, bash, sh or an absolute path
-	OutputLimit    int           `yaml:"output_limit"`    // max bytes of output returned per command
-	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
-	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
+	Backend     Backend       `yaml:"backend"`      // auto picks the first usable backend
+	Timeout     time.Duration `yaml:"timeout"`      // per-command timeout
+	Cwd         string        `yaml:"cwd"`          // working directory; "" = backend default
+	Shell       Shell         `yaml:"shell"`        // auto, bash, sh or an absolute path
+	OutputLimit int           `yaml:"output_limit"` // max bytes of output returned per command
+	// SpillLimit bounds one command's spill file of its complete output (head and tail kept).
+	SpillLimit Size `yaml:"spill_limit"`
+	// JobTimeout is how long a background job may run before it is killed (exit 124).
+	JobTimeout time.Duration `yaml:"job_timeout"`
+	// MaxJobs is how many background jobs may run at once in one session.
+	MaxJobs        int      `yaml:"max_jobs"`
+	EnvPassthrough []string `yaml:"env_passthrough"` // host env vars passed into the sandbox
+	StateDir       string   `yaml:"state_dir"`       // "" = default; see Config.StateDir
 	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
 	// command a fresh one, removed when it ends (as `exec --ephemeral`).
 	Persistence Persistence `yaml:"persistence"`
@@ -216,6 +222,12 @@ type AuditConfig struct {
 // MCPConfig is the mcp section.
 type MCPConfig struct {
 	Listen string `yaml:"listen"` // host:port
+	// MaxSessions is how many MCP sessions may hold a sandbox session at once; one more
+	// gets an error from its tool calls until another ends.
+	MaxSessions int `yaml:"max_sessions"`
+	// SessionIdleTimeout ends an HTTP session idle this long; its sandbox session is then
+	// removed (kept with --keep-sessions).
+	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
 }
 
 // NewConfig returns the defaults.
@@ -226,6 +238,9 @@ func NewConfig() *Config {
 			Timeout:        180 * time.Second,
 			Shell:          ShellAuto,
 			OutputLimit:    50000,
+			SpillLimit:     64 * Mebibyte,
+			JobTimeout:     24 * time.Hour,
+			MaxJobs:        16,
 			EnvPassthrough: []string{},
 			Persistence:    PersistenceSession,
 			EgressAllow:    []string{},
@@ -277,7 +292,7 @@ func NewConfig() *Config {
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 			OnFailure:      AuditRefuse,
 		},
-		MCP:   MCPConfig{Listen: "127.0.0.1:8765"},
+		MCP:   MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
 		Local: LocalConfig{Confine: ConfineAuto},
 	}
 }

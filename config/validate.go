@@ -17,6 +17,7 @@ import (
 const (
 	MinDockerMemory = 6 * Mebibyte // the engine refuses less
 	MinOutputLimit  = 1000
+	MinSpillLimit   = 64 * Kibibyte
 	MaxModalTimeout = 24 * time.Hour
 )
 
@@ -101,6 +102,13 @@ func (c *Config) validateTerminal(v *validator) {
 	}
 	if t.OutputLimit < MinOutputLimit {
 		v.failf("terminal.output_limit", "must be at least %d, got %d", MinOutputLimit, t.OutputLimit)
+	}
+	v.positive("terminal.job_timeout", t.JobTimeout)
+	if t.MaxJobs < 1 {
+		v.failf("terminal.max_jobs", "must be at least 1, got %d", t.MaxJobs)
+	}
+	if t.SpillLimit < MinSpillLimit {
+		v.failf("terminal.spill_limit", "must be at least %s, got %s", MinSpillLimit, t.SpillLimit)
 	}
 	v.identifiers("terminal.env_passthrough", t.EnvPassthrough)
 	v.egressList("terminal.egress_allow", t.EgressAllow)
@@ -245,6 +253,10 @@ func (c *Config) validateSSH(v *validator) {
 }
 
 func (c *Config) validateOthers(v *validator) {
+	if c.MCP.MaxSessions < 1 {
+		v.failf("mcp.max_sessions", "must be at least 1, got %d", c.MCP.MaxSessions)
+	}
+	v.positive("mcp.session_idle_timeout", c.MCP.SessionIdleTimeout)
 	sg := &c.Singularity
 	v.optionalAbs("singularity.cwd", sg.Cwd)
 	for _, b := range sg.Binds {

@@ -13,6 +13,8 @@ var (
 	ErrUnsupported   = errors.New("not supported by this backend")
 	ErrInvalidConfig = errors.New("invalid configuration")
 	ErrUnavailable   = errors.New("backend unavailable")
+	// ErrLimit: a configured limit (terminal.max_jobs, mcp.max_sessions) was reached.
+	ErrLimit = errors.New("limit reached")
 )
 
 // Error is a detailed error shaped like os.PathError: "docker: exec 3f2a…: cause".

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -124,5 +125,143 @@ func TestCaptureSpillFailureIsReported(t *testing.T) {
 	err := c.Finish(&r)
 	if err == nil || !r.Truncated || r.OutputFile != "" || !strings.Contains(r.Stdout, "could not be saved") {
 		t.Errorf("Finish = %v, %+v; want an error, a truncated result and no file", err, r)
+	}
+}
+
+// TestCaptureSpillCapKeepsHeadAndTail: a spill file beyond the spill limit keeps the first
+// and the last half of the output, byte for byte, with a note of the gap between, in the
+// session's own directory, and no ring file is left.
+func TestCaptureSpillCapKeepsHeadAndTail(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "output")
+	const spillLimit = 4096
+	c := NewCapture(100, dir).ForSession("capped", spillLimit)
+	var all bytes.Buffer
+	for i := 0; all.Len() < 100_000; i++ {
+		chunk := []byte(fmt.Sprintf("line %06d\n", i))
+		if i == 5000 {
+			chunk = bytes.Repeat([]byte("huge"), 3*spillLimit) // one write larger than the ring
+		}
+		if i%7 == 0 {
+			c.Stderr().Write(chunk)
+		} else {
+			c.Stdout().Write(chunk)
+		}
+		all.Write(chunk)
+	}
+	// Output after the huge write, so the ring wraps after a whole overwrite too.
+	for i := 0; i < 300; i++ {
+		chunk := []byte(fmt.Sprintf("tail %04d\n", i))
+		c.Stdout().Write(chunk)
+		all.Write(chunk)
+	}
+	var r Result
+	if err := c.Finish(&r); err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(r.OutputFile) != filepath.Join(dir, "capped") {
+		t.Errorf("OutputFile = %q; want it in the session's directory %s", r.OutputFile, filepath.Join(dir, "capped"))
+	}
+	got, err := os.ReadFile(r.OutputFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, tail := all.Bytes()[:spillLimit/2], all.Bytes()[all.Len()-spillLimit/2:]
+	gap := int64(all.Len() - spillLimit)
+	note := fmt.Sprintf("%d bytes dropped here", gap)
+	if !bytes.HasPrefix(got, head) || !bytes.HasSuffix(got, tail) || !bytes.Contains(got, []byte(note)) {
+		t.Errorf("spill file (%d bytes) = %.80q…%.80q; want the first and last %d bytes of the output and %q", len(got), got, got[max(0, len(got)-80):], spillLimit/2, note)
+	}
+	if len(got) > spillLimit+300 {
+		t.Errorf("spill file is %d bytes; want at most the %d-byte spill limit and a note", len(got), spillLimit)
+	}
+	if !strings.Contains(r.Stdout, "terminal.spill_limit") {
+		t.Errorf("the truncation marker does not say the spill file is capped: %q", r.Stdout)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "capped"))
+	if len(entries) != 1 {
+		t.Errorf("the session's spill directory holds %d files; want only the spill file", len(entries))
+	}
+	// Under the cap the spill file is the whole output.
+	c = NewCapture(100, dir).ForSession("capped", spillLimit)
+	small := strings.Repeat("x", spillLimit-10)
+	c.Stdout().Write([]byte(small))
+	if err := c.Finish(&r); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(r.OutputFile); string(got) != small {
+		t.Errorf("spill file under the cap = %d bytes; want the whole %d-byte output", len(got), len(small))
+	}
+}
+
+// TestRemoveSpills removes one session's spill files and no other's.
+func TestRemoveSpills(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "output")
+	files := map[string]string{}
+	for _, name := range []string{"a", "a-b"} {
+		c := NewCapture(10, dir).ForSession(name, 0)
+		c.Stdout().Write(bytes.Repeat([]byte("y"), 100))
+		var r Result
+		if err := c.Finish(&r); err != nil || r.OutputFile == "" {
+			t.Fatalf("Finish = %v, file %q", err, r.OutputFile)
+		}
+		files[name] = r.OutputFile
+	}
+	if err := RemoveSpills(dir, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(files["a"]); !os.IsNotExist(err) {
+		t.Errorf("RemoveSpills(a) left %s: %v", files["a"], err)
+	}
+	if _, err := os.Stat(files["a-b"]); err != nil {
+		t.Errorf("RemoveSpills(a) removed another session's %s: %v", files["a-b"], err)
+	}
+	if err := RemoveSpills(dir, "../x"); err == nil {
+		t.Errorf("RemoveSpills(../x) = nil; want an invalid name refused")
+	}
+}
+
+// TestSpillsPrunedByAgeAndTotal: making a spill file removes those older than a day, then the
+// oldest until all of them fit in 16 spill limits; files of running commands stay.
+func TestSpillsPrunedByAgeAndTotal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "output")
+	const spillLimit = 1000
+	now := time.Now()
+	write := func(name string, size int, age time.Duration) string {
+		p := filepath.Join(dir, "s", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, bytes.Repeat([]byte("z"), size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ancient := write("output-ancient.log", 10, 25*time.Hour)
+	var old []string
+	for i := range 20 { // 20 000 bytes, over the 16 000-byte budget
+		old = append(old, write(fmt.Sprintf("output-%02d.log", i), spillLimit, time.Duration(60-i)*time.Minute))
+	}
+	running := write("output-running.log", 5*spillLimit, 0)
+	c := NewCapture(10, dir).ForSession("t", spillLimit)
+	c.Stdout().Write(bytes.Repeat([]byte("n"), 100))
+	var r Result
+	if err := c.Finish(&r); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	if exists(ancient) {
+		t.Errorf("a spill file older than a day was kept")
+	}
+	if !exists(running) || !exists(r.OutputFile) {
+		t.Errorf("a file of a running command was removed (running %v, new %v)", exists(running), exists(r.OutputFile))
+	}
+	// 5 000 running + 100 new + the newest old files within 16 000 bytes: the oldest 9 go.
+	for i, p := range old {
+		if want := i >= 9; exists(p) != want {
+			t.Errorf("old spill file #%d (age %d min) kept = %v; want %v", i, 60-i, exists(p), want)
+		}
 	}
 }

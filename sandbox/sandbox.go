@@ -23,6 +23,12 @@ const (
 // DefaultOutputLimit is how many bytes of each stream a Result keeps by default.
 const DefaultOutputLimit = 50_000
 
+// Background job bounds (terminal.job_timeout, terminal.max_jobs).
+const (
+	DefaultJobTimeout = 24 * time.Hour
+	DefaultMaxJobs    = 16
+)
+
 // DefaultSession is the session name used when the caller names none.
 const DefaultSession = "default"
 
@@ -50,6 +56,15 @@ type Command struct {
 	Timeout time.Duration
 	// OutputLimit bounds the bytes of each stream kept in the Result (0 = DefaultOutputLimit).
 	OutputLimit int
+	// SpillLimit bounds the spill file of the complete output (0 = DefaultSpillLimit): beyond
+	// it the file keeps the first and last halves, with a note of the gap.
+	SpillLimit int64
+	// JobTimeout, for StartJob, is how long the background job may run before its process
+	// group is killed and it ends with exit code 124 (0 = DefaultJobTimeout).
+	JobTimeout time.Duration
+	// MaxJobs, for StartJob, refuses a new job with ErrLimit while that many of the session's
+	// jobs run (0 = DefaultMaxJobs).
+	MaxJobs int
 }
 
 // Result is what every backend returns for a finished command. A non-zero exit is data, not
@@ -72,6 +87,12 @@ type Result struct {
 	// EnvironmentRecreated says the sandbox was lost and made anew before this command, so
 	// files and shell state from earlier commands are gone.
 	EnvironmentRecreated bool `json:"environment_recreated"`
+	// StateNotSaved says the command's changes to the working directory and exported
+	// environment could not be saved (the state directory's disk is full or unwritable, or
+	// the shell was replaced or killed first): the next command runs with the state from
+	// before this one. StateError says why.
+	StateNotSaved bool   `json:"state_not_saved,omitempty"`
+	StateError    string `json:"state_error,omitempty"`
 }
 
 // Capabilities reports what a backend can do. The conformance suite checks each flag against

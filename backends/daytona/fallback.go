@@ -32,7 +32,8 @@ import (
 // files and hex-encodes them (dd | od, a chunk as soon as it is written) onto its own stdout
 // and stderr, which the toolbox labels; the client decodes them. Output streams while the
 // command runs, byte for byte, stdout and stderr apart. After the command the runner prints a
-// trailer: the exit code, whether the directory was missing, and the session's saved state.
+// trailer: the exit code, whether the directory was missing, whether the state was saved
+// (the wrapper left its pid file when it was not), and the session's saved state.
 //
 // State (cd, export) persists through shellwrap.Wrapper and a state file under
 // ~/.hermes-sandbox/fallback. A timeout or cancel kills the command's process tree with
@@ -68,6 +69,7 @@ wait $!; __rc=$?
 wait $__o $__e
 printf 'x%s\n' "$__rc"
 [ -e "$p.nodir" ] && echo n
+[ -e "$p.pid" ] && echo u
 echo s; od -An -v -tx1 "$st" 2>/dev/null; echo z
 echo z >&3
 rm -f "$p.out" "$p.err" "$p.done" "$p.nodir" "$p.pid" "$p.sh" "$p.in"`
@@ -321,7 +323,7 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 		}
 		return nil, b.apiErr("exec", s.name, err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir)
+	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)
@@ -379,6 +381,9 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 			res.Cwd = st.cwd
 			s.setState(st)
 		}
+	}
+	if dec.trailer && dec.unsaved && !dec.nodir && !res.TimedOut && !res.Interrupted {
+		res.StateNotSaved, res.StateError = true, shellwrap.StateNotSavedReason
 	}
 	if dec.nodir && !res.TimedOut && !res.Interrupted {
 		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("no such directory %q: %w", cmd.Dir, sandbox.ErrNotFound)}
@@ -490,6 +495,7 @@ type fbDecoder struct {
 	trailer bool // the runner's trailer arrived
 	code    int
 	nodir   bool
+	unsaved bool // the wrapper left its pid file: the command's state was not saved
 	state   []byte
 }
 
@@ -546,6 +552,8 @@ func (d *fbDecoder) handle(l []byte) {
 		d.inState = true
 	case s == "n":
 		d.nodir = true
+	case s == "u":
+		d.unsaved = true
 	case strings.HasPrefix(s, "x"):
 		if _, err := fmt.Sscan(s[1:], &d.code); err == nil {
 			d.trailer = true

@@ -71,6 +71,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
+	// Its spill files go with it, whatever becomes of the sandbox.
+	defer sandbox.RemoveSpills(b.spillDir, name)
 	cname := b.containerName(name)
 	info, err := b.inspect(ctx, cname)
 	if err != nil {

@@ -263,6 +263,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
+	// Its spill files go with it, whatever becomes of the sandbox.
+	defer sandbox.RemoveSpills(filepath.Join(b.opts.StateDir, "output"), name)
 	dir := b.sessionDir(name)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}

@@ -105,7 +105,7 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 	if err != nil {
 		return nil, b.mapErr("exec", s.name, err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir)
+	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)
@@ -176,8 +176,23 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 	case <-stdinDone:
 	case <-time.After(time.Second): // the command ended without reading all its input
 	}
-	if data, err := sb.Filesystem.ReadBytes(context.WithoutCancel(ctx), state+".cwd", nil); err == nil {
+	// The wrapper removes its pid file once the state is saved: a pid file left by a command
+	// that was not killed means its state was not saved. Both reads go at once.
+	fctx := context.WithoutCancel(ctx)
+	unsaved := make(chan bool, 1)
+	go func() {
+		if res.TimedOut || res.Interrupted {
+			unsaved <- false
+			return
+		}
+		_, err := sb.Filesystem.ReadBytes(fctx, pidFile, nil)
+		unsaved <- err == nil
+	}()
+	if data, err := sb.Filesystem.ReadBytes(fctx, state+".cwd", nil); err == nil {
 		res.Cwd = string(data)
+	}
+	if <-unsaved {
+		res.StateNotSaved, res.StateError = true, shellwrap.StateNotSavedReason
 	}
 	res.Duration = time.Since(start)
 	if err := capture.Finish(res); err != nil {

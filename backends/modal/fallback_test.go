@@ -35,6 +35,22 @@ func TestFallback(t *testing.T) {
 	if res = run(t, sess, `pwd; echo "${FB-gone}"`); res.Stdout != "/\ngone\n" {
 		t.Errorf("state after exit 5 = %q", res.Stdout)
 	}
+	// A script's own EXIT trap does not lose its state; a state that cannot be written (the
+	// wrapper's __hermes_st pointed at a missing directory, as a full disk refuses it) is
+	// reported, and the session keeps the state from before.
+	if res = run(t, sess, "trap 'echo bye' EXIT; cd /tmp && export FB=trapped"); res.Stdout != "bye\n" || res.StateNotSaved {
+		t.Errorf("script with its own EXIT trap = %q, state not saved %v; want bye, saved", res.Stdout, res.StateNotSaved)
+	}
+	if res = run(t, sess, `pwd; echo "${FB-lost}"`); res.Stdout != "/tmp\ntrapped\n" || res.StateNotSaved {
+		t.Errorf("state after a script with its own EXIT trap = %q, state not saved %v; want /tmp, trapped", res.Stdout, res.StateNotSaved)
+	}
+	res = run(t, sess, "cd / && export FB=unsaved; __hermes_st=/nonexistent-hermes-dir/state")
+	if !res.StateNotSaved || res.StateError == "" || res.ExitCode != 0 {
+		t.Errorf("unwritable state = exit %d, state not saved %v (%q); want 0, true and a reason", res.ExitCode, res.StateNotSaved, res.StateError)
+	}
+	if res = run(t, sess, `pwd; echo "${FB-lost}"`); res.Stdout != "/tmp\ntrapped\n" {
+		t.Errorf("state after a failed save = %q; want the state from before it", res.Stdout)
+	}
 	ctx := ctxT(t, 2*time.Minute)
 	res, err = sess.Exec(ctx, sandbox.Command{Script: `pwd; echo "$ONE"`, Dir: "/tmp", Env: map[string]string{"ONE": "x"}})
 	if err != nil || res.Stdout != "/tmp\nx\n" {

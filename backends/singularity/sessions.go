@@ -59,6 +59,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return wrap("remove", name, err)
 	}
+	// Its spill files go with it, whatever becomes of the sandbox.
+	defer sandbox.RemoveSpills(b.spillDir, name)
 	inst := b.instanceName(name)
 	running, err := b.running(ctx, inst)
 	if err != nil {

@@ -176,8 +176,33 @@ func (s *shellSession) StartJob(ctx context.Context, cmd sandbox.Command) (sandb
 	if strings.TrimSpace(script) == "" {
 		return sandbox.JobStatus{}, wrap("job start", s.name, fmt.Errorf("empty command: %w", sandbox.ErrInvalidConfig))
 	}
+	// One start at a time, so two cannot both take the last place.
+	s.jobMu.Lock()
+	defer s.jobMu.Unlock()
+	maxJobs := cmd.MaxJobs
+	if maxJobs <= 0 {
+		maxJobs = sandbox.DefaultMaxJobs
+	}
+	jobs, err := s.Jobs(ctx)
+	if err != nil {
+		return sandbox.JobStatus{}, err
+	}
+	running := 0
+	for _, j := range jobs {
+		if j.Running {
+			running++
+		}
+	}
+	if running >= maxJobs {
+		return sandbox.JobStatus{}, wrap("job start", s.name, fmt.Errorf("%d background jobs already run in this session, the limit (terminal.max_jobs): wait for one to end or kill one first: %w", running, sandbox.ErrLimit))
+	}
 	spec := s.spec(cmd.Dir, cmd.Env)
 	spec.job = true
+	timeout := cmd.JobTimeout
+	if timeout <= 0 {
+		timeout = sandbox.DefaultJobTimeout
+	}
+	spec.jobTimeout = int64((timeout + time.Second - 1) / time.Second)
 	w, err := spec.wrapper()
 	if err != nil {
 		return sandbox.JobStatus{}, wrap("job start", s.name, fmt.Errorf("%w: %w", err, sandbox.ErrInvalidConfig))
@@ -189,6 +214,7 @@ func (s *shellSession) StartJob(ctx context.Context, cmd sandbox.Command) (sandb
 		return sandbox.JobStatus{}, wrap("job start", s.name, err)
 	}
 	info := agent.JobInfo{ID: jid, Command: script, PID: pid, StartTime: ticks, Started: time.Now().UTC(), Running: true}
+	info.Deadline = info.Started.Add(timeout)
 	cl, err := s.sftp(ctx)
 	if err == nil {
 		var b []byte

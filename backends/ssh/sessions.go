@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +88,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return wrap("remove", name, err)
 	}
+	// Its spill files go with it, whatever becomes of the sandbox.
+	defer sandbox.RemoveSpills(filepath.Join(b.fo.StateDir, "output"), name)
 	h, err := b.host()
 	if err != nil {
 		return wrap("remove", name, err)

@@ -48,6 +48,7 @@ type shellSession struct {
 	sawState  bool   // saved state existed, so losing it means the environment was recreated
 	recreated bool
 	wg        sync.WaitGroup // background kills
+	jobMu     sync.Mutex     // held while a job starts, so the job limit holds
 }
 
 // shellChan is one remote /bin/sh reading commands.
@@ -339,7 +340,7 @@ func (s *shellSession) run(ctx context.Context, sc *shellChan, cmd sandbox.Comma
 		stdinFlag = "1"
 	}
 	line := "__hr " + id + " " + ta + " " + tb + " " + stdinFlag + " " + shq(cmd.Script) + " " + shq(w) + "\n"
-	capture := sandbox.NewCapture(cmd.OutputLimit, filepath.Join(s.b.fo.StateDir, "output"))
+	capture := sandbox.NewCapture(cmd.OutputLimit, filepath.Join(s.b.fo.StateDir, "output")).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)
@@ -503,6 +504,11 @@ func (s *shellSession) run(ctx context.Context, sc *shellChan, cmd sandbox.Comma
 	res.EnvironmentRecreated = s.recreated
 	s.recreated = false
 	s.mu.Unlock()
+	if end.cwd == "" && len(cmd.Argv) == 0 && reason == "" && end.nodir == 0 {
+		// A script's save leaves the directory it ended in; without it, nothing was saved.
+		res.StateNotSaved = true
+		res.StateError = "the shell could not write them to the session's state directory (is the disk full?), or the script left through exec or through exit with its own EXIT trap"
+	}
 	if err := capture.Finish(res); err != nil {
 		s.b.log.Warn("output spill failed", "err", err)
 	}

@@ -129,6 +129,7 @@ type wrapperSpec struct {
 	env        map[string]string
 	argv       []string // set for an argv command
 	job        bool     // a background job: output to files in the job directory ($1)
+	jobTimeout int64    // a job's lifetime in whole seconds (0 = none)
 }
 
 // wrapper generates the per-command script. $1 is the command's file prefix (or the job
@@ -163,6 +164,14 @@ func (w wrapperSpec) wrapper() (string, error) {
 			k, k, v, i, k, i, k, k)
 	}
 	switch {
+	case w.job && w.jobTimeout > 0:
+		// A sleep is the clock: the job kills it when it ends first; when it ends first, the
+		// job is recorded as timed out (124) and its whole process group (its own session)
+		// is killed, this shell included.
+		fmt.Fprintf(&b, "sleep %d </dev/null >/dev/null 2>&1 & __hw=$!\n", w.jobTimeout)
+		b.WriteString(`{ ( . "$__hf/script.sh" ) </dev/null >"$__hf/stdout" 2>"$__hf/stderr"; echo $? >"$__hf/exit.tmp" && mv -f "$__hf/exit.tmp" "$__hf/exit"; kill $__hw 2>/dev/null; } &` + "\n")
+		b.WriteString(`wait $__hw` + "\n")
+		b.WriteString(`if [ ! -e "$__hf/exit" ]; then : >"$__hf/timedout"; echo 124 >"$__hf/exit.tmp" && mv -f "$__hf/exit.tmp" "$__hf/exit"; kill -KILL 0; fi` + "\n")
 	case w.job:
 		b.WriteString(`( . "$__hf/script.sh" ) </dev/null >"$__hf/stdout" 2>"$__hf/stderr"` + "\n")
 		b.WriteString(`echo $? >"$__hf/exit.tmp" && mv -f "$__hf/exit.tmp" "$__hf/exit"` + "\n")
@@ -173,13 +182,18 @@ func (w wrapperSpec) wrapper() (string, error) {
 		}
 		b.WriteString("exec " + strings.Join(words, " ") + "\n")
 	default:
-		b.WriteString("__hermes_save() {\n  __hermes_rc=$?\n")
+		// The state is saved when the script returns, and by the EXIT trap when it calls exit,
+		// so a script that sets its own EXIT trap keeps its cd and export. A save that fails
+		// (a full disk) leaves no .cwd file, which the caller reports as state not saved.
+		b.WriteString("__hermes_st=$__hf\n")
+		b.WriteString("__hermes_save() {\n  __hermes_rc=$?\n  if [ -z \"${__hermes_saved-}\" ]; then\n  __hermes_saved=1\n")
 		b.WriteString(restore.String())
 		b.WriteString("  __HERMES_CWD=$PWD; export __HERMES_CWD\n")
-		b.WriteString(`  { export -p >"$__hf.env" && printf '%s' "$PWD" >"$__hf.cwd"; } 2>/dev/null` + "\n")
-		b.WriteString("  exit $__hermes_rc\n}\n")
+		b.WriteString(`  { { export -p; } >"$__hermes_st.env" && printf '%s' "$PWD" >"$__hermes_st.cwd"; } 2>/dev/null || rm -f "$__hermes_st.env" "$__hermes_st.cwd" 2>/dev/null` + "\n")
+		b.WriteString("  fi\n  exit $__hermes_rc\n}\n")
 		b.WriteString("trap __hermes_save EXIT\n")
 		b.WriteString(`. "$__hf.sh"` + "\n")
+		b.WriteString("__hermes_save\n")
 	}
 	return b.String(), nil
 }

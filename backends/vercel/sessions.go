@@ -49,6 +49,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
+	// Its spill files go with it, whatever becomes of the sandbox.
+	defer sandbox.RemoveSpills(b.spillDir, name)
 	err := b.api.DeleteSandbox(ctx, b.sandboxName(name))
 	if err == nil || isNotFound(err) {
 		// Gone either way: forget it, so its next use is a new session, not a recreated one.

@@ -31,6 +31,8 @@ type JobInfo struct {
 	Started   time.Time `json:"started"`
 	Running   bool      `json:"running"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
+	// Deadline is when the job is killed if it still runs (zero = never).
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // JobOutputReply is a poll or wait reply.
@@ -44,11 +46,27 @@ type JobOutputReply struct {
 // maxPoll bounds the new output one poll returns per stream.
 const maxPoll = 1 << 20
 
-const supervisor = `__j=$__HERMES_JOB; __sh=$__HERMES_SHELL; __s=$__HERMES_SCRIPT
-unset __HERMES_JOB __HERMES_SHELL __HERMES_SCRIPT
+// With a timeout (whole seconds in __HERMES_JOB_TIMEOUT) a sleep is the clock: the job kills
+// it when it ends first; when the sleep ends first, the supervisor records exit code 124 and
+// a timedout file and kills its whole process group, itself included. A supervisor still alive
+// past its deadline (its clock was killed) has its tree killed by the helper when the job is
+// next looked at. Processes that left the group (setsid) are not followed once the supervisor
+// has killed itself.
+const supervisor = `__j=$__HERMES_JOB; __sh=$__HERMES_SHELL; __s=$__HERMES_SCRIPT; __t=$__HERMES_JOB_TIMEOUT
+unset __HERMES_JOB __HERMES_SHELL __HERMES_SCRIPT __HERMES_JOB_TIMEOUT
+if [ -z "$__t" ]; then
 "$__sh" -c "$__s" </dev/null >"$__j/stdout" 2>"$__j/stderr"
 echo $? >"$__j/exit.tmp" && mv "$__j/exit.tmp" "$__j/exit"
+exit 0
+fi
+sleep "$__t" </dev/null >/dev/null 2>&1 & __w=$!
+{ "$__sh" -c "$__s" </dev/null >"$__j/stdout" 2>"$__j/stderr"; echo $? >"$__j/exit.tmp" && mv "$__j/exit.tmp" "$__j/exit"; kill $__w 2>/dev/null; } &
+wait $__w
+if [ ! -e "$__j/exit" ]; then : >"$__j/timedout"; echo 124 >"$__j/exit.tmp" && mv "$__j/exit.tmp" "$__j/exit"; kill -KILL 0; fi
 `
+
+// ExitJobTimeout is the exit code of a job killed at its deadline (terminal.job_timeout).
+const ExitJobTimeout = 124
 
 func (s *Server) jobsDir() string { return filepath.Join(s.opts.StateDir, "jobs") }
 
@@ -93,6 +111,24 @@ func (s *Server) jobStart(req CallRequest) (*JobInfo, error) {
 	if strings.TrimSpace(script) == "" {
 		return nil, fmt.Errorf("empty command: %w", errInvalid)
 	}
+	// One start at a time, so two cannot both take the last place.
+	s.jobMu.Lock()
+	defer s.jobMu.Unlock()
+	if req.MaxJobs > 0 {
+		jobs, err := s.jobList()
+		if err != nil {
+			return nil, err
+		}
+		running := 0
+		for _, j := range jobs {
+			if j.Running {
+				running++
+			}
+		}
+		if running >= req.MaxJobs {
+			return nil, fmt.Errorf("%d background jobs already run in this session, the limit (terminal.max_jobs): wait for one to end or kill one first: %w", running, errLimit)
+		}
+	}
 	p, err := s.prepare(RunRequest{Argv: []Bytes{"true"}, Dir: req.Run.Dir, Env: req.Run.Env})
 	if err != nil {
 		return nil, err
@@ -103,6 +139,11 @@ func (s *Server) jobStart(req CallRequest) (*JobInfo, error) {
 		return nil, err
 	}
 	env := append(p.env, "__HERMES_JOB="+dir, "__HERMES_SHELL="+s.shell, "__HERMES_SCRIPT="+script)
+	var limit time.Duration
+	if req.Run.TimeoutMS > 0 {
+		limit = time.Duration(req.Run.TimeoutMS) * time.Millisecond
+		env = append(env, "__HERMES_JOB_TIMEOUT="+strconv.FormatInt(int64((limit+time.Second-1)/time.Second), 10))
+	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -121,6 +162,9 @@ func (s *Server) jobStart(req CallRequest) (*JobInfo, error) {
 	}
 	info := &JobInfo{ID: jid, Command: script, PID: proc.Pid, StartTime: procStartTicks(proc.Pid),
 		Started: time.Now().UTC(), Running: true}
+	if limit > 0 {
+		info.Deadline = info.Started.Add(limit)
+	}
 	if err := writeJSON(filepath.Join(dir, "meta.json"), info); err != nil {
 		return nil, err
 	}
@@ -188,6 +232,15 @@ func (s *Server) refresh(info *JobInfo, dir string) {
 		}
 	}
 	alive := unix.Kill(info.PID, 0) == nil && procStartTicks(info.PID) == info.StartTime
+	if alive && !info.Deadline.IsZero() && time.Now().After(info.Deadline.Add(2*time.Second)) {
+		// Past its deadline and its supervisor has not ended it: end it here.
+		proctree.Kill(info.PID)
+		code := ExitJobTimeout
+		info.Running, info.ExitCode = false, &code
+		_ = os.WriteFile(filepath.Join(dir, "timedout"), nil, 0o600)
+		_ = os.WriteFile(filepath.Join(dir, "exit"), []byte(strconv.Itoa(code)+"\n"), 0o600)
+		return
+	}
 	info.Running = alive
 	if !alive {
 		// Killed before its supervisor could record an exit code.

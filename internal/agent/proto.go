@@ -202,6 +202,9 @@ type ExitInfo struct {
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Cwd         string `json:"cwd"`
 	DurationNS  int64  `json:"duration_ns"`
+	// StateError says why the command's changes to the working directory and exported
+	// environment could not be saved; "" when they were (or there was nothing to save).
+	StateError string `json:"state_error,omitempty"`
 }
 
 // ErrorKind classifies a failure the helper reports; clients map it to sentinel errors.
@@ -215,6 +218,7 @@ const (
 	KindInvalid     ErrorKind = "invalid"
 	KindUnsupported ErrorKind = "unsupported"
 	KindIO          ErrorKind = "io"
+	KindLimit       ErrorKind = "limit"
 )
 
 // RemoteError is a failure the helper reports for a call or run.
@@ -233,8 +237,11 @@ type CallRequest struct {
 	Limit  int64  `json:"limit,omitempty"`
 	Mode   uint32 `json:"mode,omitempty"`
 	JobID  string `json:"job_id,omitempty"`
-	// Run is the command for job_start.
+	// Run is the command for job_start; its TimeoutMS is the job's lifetime (0 = none).
 	Run *RunRequest `json:"run,omitempty"`
+	// MaxJobs, for job_start, refuses a job while that many of the session's jobs run
+	// (0 = no limit).
+	MaxJobs int `json:"max_jobs,omitempty"`
 	// WaitMS bounds job_wait on the helper side.
 	WaitMS int64 `json:"wait_ms,omitempty"`
 	// Env is for seed_env: variables passed through from the caller's host.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -23,15 +24,22 @@ const (
 	reasonResize    = "resize"
 )
 
-// wrapper runs the user's script in the session's shell. The exit trap saves the working
-// directory and exported environment, so `cd` and `export` carry over, even when the script
-// calls exit. The script arrives in an environment variable (or a file, when large) so it is
-// never parsed by anything but the shell. The wrapper is one line, so the shell's error
-// messages carry the user's own line numbers ("line 1: nosuchprog: command not found").
+// wrapper runs the user's script in the session's shell. The working directory and exported
+// environment are saved when the script returns, and by an exit trap when it calls exit, so
+// `cd` and `export` carry over even when the script sets its own EXIT trap. The save ends
+// with a marker, so a save cut short (a full disk) is recognised and reported. The script
+// arrives in an environment variable (or a file, when large) so it is never parsed by anything
+// but the shell. The wrapper is one line, so the shell's error messages carry the user's own
+// line numbers ("line 1: nosuchprog: command not found").
 const wrapper = `__hermes_st=$__HERMES_STATE; __hermes_src=$__HERMES_SCRIPT; __hermes_file=$__HERMES_SCRIPT_FILE; ` +
 	`unset __HERMES_STATE __HERMES_SCRIPT __HERMES_SCRIPT_FILE; ` +
-	`trap '__hermes_rc=$?; { printf "%s\0" "$PWD"; export -p; } >"$__hermes_st" 2>/dev/null; exit $__hermes_rc' EXIT; ` +
-	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi`
+	`__hermes_save() { { printf "%s\0" "$PWD"; export -p; printf "\0` + stateEnd + `"; } 2>/dev/null >"$__hermes_st" || :; __hermes_saved=1; }; ` +
+	`trap '__hermes_rc=$?; [ -n "${__hermes_saved-}" ] || __hermes_save; exit $__hermes_rc' EXIT; ` +
+	`if [ -n "$__hermes_file" ]; then . "$__hermes_file"; else eval "$__hermes_src"; fi; ` +
+	`__hermes_rc=$?; __hermes_save; exit $__hermes_rc`
+
+// stateEnd closes a complete state save.
+const stateEnd = "hermes-state-end"
 
 // largeScript is the size above which a script goes through a file: one environment string
 // may not exceed 128 KiB on Linux.
@@ -279,21 +287,45 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 
 	ex.Cwd = p.cwd
 	if p.stateF != "" {
-		if b, err := os.ReadFile(p.stateF); err == nil {
-			if s.state.unchanged(b) {
-				ex.Cwd, _ = s.state.snapshot()
-			} else if cwd, env, err := parseTrapState(b); err == nil {
-				if err := s.state.update(b, cwd, env, fromBytesMap(req.Env)); err != nil {
-					_ = s.out.write(tStderr, rn.id, []byte("hermes: "+err.Error()+"\n"))
-				}
-				ex.Cwd = cwd
-			}
-		}
+		ex.Cwd, ex.StateError = s.applyState(p, req, reason != "", ex.Signal != "")
 	}
 	if ex.Cwd == "" {
 		ex.Cwd, _ = s.state.snapshot()
 	}
 	_ = s.send(tExit, rn.id, ex)
+}
+
+// applyState takes what a script saved into the session's state. It returns the working
+// directory after the script and, when the script's state could not be saved, why. A command
+// killed on purpose (timeout, interrupt) has nothing to save and reports nothing.
+func (s *Server) applyState(p *prepared, req RunRequest, killed, signaled bool) (string, string) {
+	b, err := os.ReadFile(p.stateF)
+	body, complete := bytes.CutSuffix(b, []byte("\x00"+stateEnd))
+	if err != nil || !complete {
+		cwd, _ := s.state.snapshot()
+		switch {
+		case killed:
+			return cwd, ""
+		case signaled:
+			return cwd, "the shell was killed before it could save them"
+		case err == nil || errors.Is(err, os.ErrNotExist):
+			return cwd, "the shell could not write them to " + filepath.Dir(p.stateF) + " (is the disk full?), or the script left through exec or through exit with its own EXIT trap"
+		}
+		return cwd, "read the saved state: " + err.Error()
+	}
+	if s.state.unchanged(body) {
+		cwd, _ := s.state.snapshot()
+		return cwd, ""
+	}
+	cwd, env, err := parseTrapState(body)
+	if err != nil {
+		old, _ := s.state.snapshot()
+		return old, "read the saved state: " + err.Error()
+	}
+	if err := s.state.update(body, cwd, env, fromBytesMap(req.Env)); err != nil {
+		return cwd, err.Error()
+	}
+	return cwd, ""
 }
 
 func (rn *run) stdinFrame(f frame) {

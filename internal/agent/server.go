@@ -40,6 +40,7 @@ type Server struct {
 	confStatus ConfinementStatus
 
 	mu     sync.Mutex
+	jobMu  sync.Mutex // held while a job starts, so the job limit holds
 	runs   map[uint32]*run
 	writes map[uint32]*pendingWrite
 	wg     sync.WaitGroup
@@ -242,11 +243,15 @@ func (s *Server) sendErrFrom(id uint32, err error) {
 		kind = KindPermission
 	case errors.Is(err, errInvalid):
 		kind = KindInvalid
+	case errors.Is(err, errLimit):
+		kind = KindLimit
 	}
 	s.sendErr(id, kind, err.Error())
 }
 
 var errInvalid = errors.New("invalid request")
+
+var errLimit = errors.New("limit reached")
 
 // go runs fn in a goroutine that Serve waits for.
 func (s *Server) goTracked(fn func()) {

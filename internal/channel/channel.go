@@ -119,6 +119,8 @@ func (s *Session) wrap(op string, err error) error {
 			err = sandbox.WithKind(fs.ErrPermission, re)
 		case agent.KindUnsupported:
 			err = sandbox.WithKind(sandbox.ErrUnsupported, re)
+		case agent.KindLimit:
+			err = sandbox.WithKind(sandbox.ErrLimit, re)
 		}
 	}
 	var se *sandbox.Error
@@ -139,7 +141,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	if err != nil {
 		return nil, s.wrap("exec", err)
 	}
-	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir)
+	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir).ForSession(s.opts.Name, cmd.SpillLimit)
 	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
 	if cmd.Stdout != nil {
 		stdout = io.MultiWriter(stdout, cmd.Stdout)
@@ -168,7 +170,8 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		return nil, s.wrap("exec", err)
 	}
 	res := &sandbox.Result{ExitCode: ex.Code, Cwd: ex.Cwd, Duration: time.Since(start),
-		TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, EnvironmentRecreated: s.takeRecreated()}
+		TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, EnvironmentRecreated: s.takeRecreated(),
+		StateNotSaved: ex.StateError != "", StateError: ex.StateError}
 	if err := capture.Finish(res); err != nil {
 		s.log.Warn("output spill failed", "err", err)
 	}
@@ -285,7 +288,15 @@ func (s *Session) StartJob(ctx context.Context, cmd sandbox.Command) (sandbox.Jo
 		return sandbox.JobStatus{}, s.wrap("job start", fmt.Errorf("empty command: %w", sandbox.ErrInvalidConfig))
 	}
 	var info agent.JobInfo
-	req := agent.CallRequest{Op: "job_start", Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env)}}
+	timeout, maxJobs := cmd.JobTimeout, cmd.MaxJobs
+	if timeout <= 0 {
+		timeout = sandbox.DefaultJobTimeout
+	}
+	if maxJobs <= 0 {
+		maxJobs = sandbox.DefaultMaxJobs
+	}
+	req := agent.CallRequest{Op: "job_start", MaxJobs: maxJobs, Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env),
+		TimeoutMS: max(timeout.Milliseconds(), 1)}}
 	if err := s.call(ctx, "job start", req, &info, nil, nil); err != nil {
 		return sandbox.JobStatus{}, err
 	}

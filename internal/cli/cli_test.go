@@ -71,13 +71,23 @@ func TestExecJSONAndExitCodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output %q: %v", out, err)
 	}
-	for _, k := range []string{"exit_code", "stdout", "stderr", "truncated", "output_file", "duration_ms", "cwd", "environment_recreated"} {
+	for _, k := range []string{"exit_code", "stdout", "stderr", "truncated", "output_file", "duration_ms", "cwd", "environment_recreated", "state_saved"} {
 		if _, ok := res[k]; !ok {
 			t.Errorf("--json lacks %q: %s", k, out)
 		}
 	}
-	if res["stdout"] != "hi\n" || res["stderr"] != "oops\n" || res["exit_code"] != 3.0 {
+	if res["stdout"] != "hi\n" || res["stderr"] != "oops\n" || res["exit_code"] != 3.0 || res["state_saved"] != true {
 		t.Errorf("--json = %s", out)
+	}
+	// A state that cannot be written (the wrapper's state path pointed at a missing
+	// directory, as a full disk refuses it): state_saved false and a warning on stderr.
+	code, out, errOut := e.run("", "exec", "--json", "-c", "export X=1; __hermes_st=/nonexistent-hermes-dir/state")
+	res = nil
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("--json output %q exit %d: %v", out, code, err)
+	}
+	if res["state_saved"] != false || !strings.Contains(errOut, "warning: this command's cd and export were not saved") {
+		t.Errorf("--json with an unwritable state = %s, stderr %q; want state_saved false and a warning", out, errOut)
 	}
 	tests := []struct {
 		args []string

@@ -52,7 +52,7 @@ exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", sandbox.DefaultSession, "session name: sessions keep their working directory and environment")
-	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long (default terminal.timeout)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "kill the command's process tree after this long (default terminal.timeout; with --background, the job's lifetime, default terminal.job_timeout)")
 	fl.StringVar(&f.cwd, "cwd", "", "directory to run in (becomes the session's directory for -c scripts)")
 	fl.StringArrayVar(&f.env, "env", nil, "set a variable for this command only, K=V (repeatable)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the result instead of streaming")
@@ -72,6 +72,8 @@ type execJSON struct {
 	DurationMS           float64 `json:"duration_ms"`
 	Cwd                  string  `json:"cwd"`
 	EnvironmentRecreated bool    `json:"environment_recreated"`
+	// StateSaved is false when the command's cd and export could not be saved.
+	StateSaved bool `json:"state_saved"`
 }
 
 func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sandbox.Command, error) {
@@ -124,6 +126,13 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		c.Timeout = cfg.Terminal.Timeout
 	}
 	c.OutputLimit = cfg.Terminal.OutputLimit
+	c.SpillLimit = cfg.Terminal.SpillLimit.Bytes()
+	c.MaxJobs = cfg.Terminal.MaxJobs
+	c.JobTimeout = cfg.Terminal.JobTimeout
+	if f.background && cmd.Flags().Changed("timeout") {
+		// --timeout with --background bounds the job's lifetime.
+		c.JobTimeout = f.timeout
+	}
 	ephemeral := f.ephemeral || cfg.Terminal.Persistence == config.PersistenceEphemeral
 	if ephemeral {
 		switch {
@@ -196,10 +205,14 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(execJSON{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 			Truncated: res.Truncated, OutputFile: res.OutputFile, DurationMS: float64(res.Duration.Microseconds()) / 1000,
-			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated}); err != nil {
+			Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated, StateSaved: !res.StateNotSaved}); err != nil {
 			return err
 		}
-	} else {
+	}
+	if res.StateNotSaved {
+		fmt.Fprintf(a.stderr, "hermes-sandbox: warning: this command's cd and export were not saved: %s; the next command runs with the state from before it\n", res.StateError)
+	}
+	if !f.json {
 		switch {
 		case res.TimedOut:
 			fmt.Fprintf(a.stderr, "hermes-sandbox: timed out after %s; the command's process tree was killed (raise it with --timeout)\n", c.Timeout)

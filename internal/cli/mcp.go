@@ -68,7 +68,7 @@ or --token; a token, if given, is required on loopback too.`,
 	fl.Lookup("http").NoOptDefVal = httpFromConfig
 	fl.StringVar(&f.token, "token", "", "bearer token HTTP clients must send (prefer $"+mcpserver.TokenEnv+")")
 	fl.BoolVar(&f.keepSessions, "keep-sessions", false, "keep each MCP session's sandbox session (files, jobs, shell state) after it ends")
-	fl.DurationVar(&f.idleTimeout, "idle-timeout", time.Hour, "end an HTTP session, and its sandbox session, after this long without requests (0 = never)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "end an HTTP session, and its sandbox session, after this long without requests (default mcp.session_idle_timeout; 0 = never)")
 	return cmd
 }
 
@@ -97,6 +97,9 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 	if f.idleTimeout < 0 {
 		return usagef("mcp: --idle-timeout must not be negative")
 	}
+	if !cmd.Flags().Changed("idle-timeout") {
+		f.idleTimeout = cfg.MCP.SessionIdleTimeout
+	}
 
 	b, err := a.openGuarded(ctx, cfg)
 	if err != nil {
@@ -109,6 +112,7 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		Config:         cfg,
 		KeepSessions:   f.keepSessions,
 		SessionTimeout: f.idleTimeout,
+		MaxSessions:    cfg.MCP.MaxSessions,
 		Version:        Version,
 		Logger:         logger,
 	})

@@ -11,7 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/mcpserver"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 func TestCheckListen(t *testing.T) {
@@ -205,5 +207,102 @@ func TestHTTPIdleTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Errorf("session removed after %s; want no sooner than the idle timeout", d)
+	}
+}
+
+// TestMaxSessions: beyond mcp.max_sessions sessions with a sandbox, a new session's tool calls
+// fail with an error naming the setting, and its sandbox is never made; once a session ends,
+// the waiting one is served.
+func TestMaxSessions(t *testing.T) {
+	e := newEnv(t, envOptions{configure: func(c *config.Config) { c.MCP.MaxSessions = 2 }})
+	ts := httptest.NewServer(e.srv.Handler(""))
+	t.Cleanup(ts.Close)
+	var clients []*mcp.ClientSession
+	for range 3 {
+		cs, err := httpClient(t, ts.URL, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, cs)
+	}
+	var info mcpserver.InfoResult
+	ok(t, clients[0], "terminal", map[string]any{"command": "true"}, nil)
+	ok(t, clients[1], "sandbox_info", nil, &info)
+	ok(t, clients[1], "terminal", map[string]any{"command": "true"}, nil)
+	before := countSessions(t, e.inner)
+	if msg := refused(t, clients[2], "terminal", map[string]any{"command": "echo third"}); !strings.Contains(msg, "mcp.max_sessions") {
+		t.Errorf("terminal from a third session = %q; want an error naming mcp.max_sessions", msg)
+	}
+	if n := countSessions(t, e.inner); n != before {
+		t.Errorf("the refused session made a sandbox session: %d sessions, %d before", n, before)
+	}
+	// The first two still work.
+	ok(t, clients[0], "terminal", map[string]any{"command": "true"}, nil)
+	clients[1].Close()
+	// The ended session's place frees once its sandbox session is cleaned up.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := call(t, clients[2], "terminal", map[string]any{"command": "echo third"})
+		if !res.IsError {
+			if !strings.Contains(text(res), "third") {
+				t.Errorf("third session after another ended = %q; want third", text(res))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("third session still refused 10s after another ended: %s", text(res))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if hasSession(t, e.inner, info.Session) {
+		t.Errorf("the ended session's sandbox %s is still there", info.Session)
+	}
+}
+
+func countSessions(t *testing.T, b sandbox.Backend) int {
+	t.Helper()
+	infos, err := b.(sandbox.SessionManager).Sessions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(infos)
+}
+
+// With --keep-sessions, an HTTP session that idles out ends but its sandbox session stays.
+func TestHTTPIdleTimeoutKeepsSessions(t *testing.T) {
+	e := newEnv(t, envOptions{idle: 300 * time.Millisecond, keepSessions: true})
+	ts := httptest.NewServer(e.srv.Handler(""))
+	t.Cleanup(ts.Close)
+	cs, err := httpClient(t, ts.URL, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info mcpserver.InfoResult
+	ok(t, cs, "sandbox_info", nil, &info)
+	ok(t, cs, "terminal", map[string]any{"command": "export KEPT=1"}, nil)
+	// The HTTP session ends (watched from the server side: a call would be activity).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		for range e.srv.MCPServer().Sessions() {
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle HTTP session never ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its sandbox session is closed only after the MCP session ends: give that its deadline
+	// by checking through a call that must fail on the ended session.
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "sandbox_info", Arguments: map[string]any{}}); err == nil {
+		t.Errorf("a call on the idled-out session succeeded; want it ended")
+	}
+	// Close waits for every session's clean-up to finish.
+	e.srv.Close()
+	if !hasSession(t, e.inner, info.Session) {
+		t.Errorf("sandbox session %s was removed; want it kept (keep sessions)", info.Session)
 	}
 }

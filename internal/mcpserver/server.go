@@ -60,6 +60,10 @@ type Options struct {
 	// SessionTimeout closes an HTTP session, and so its sandbox session, after this long
 	// without a request; 0 means never.
 	SessionTimeout time.Duration
+	// MaxSessions caps the MCP sessions that hold a sandbox session at once: a tool call
+	// from one more session fails (ErrLimit, naming mcp.max_sessions) until another ends.
+	// 0 means Config's mcp.max_sessions.
+	MaxSessions int
 	// Version is reported to clients as the server version.
 	Version string
 	// Logger may be nil (discard).
@@ -210,6 +214,10 @@ func (s *Server) acquire(ctx context.Context, ss *mcp.ServerSession) (*session, 
 	}
 	st, ok := s.sessions[ss]
 	if !ok {
+		if limit := s.maxSessions(); len(s.sessions) >= limit {
+			s.mu.Unlock()
+			return nil, nil, nil, fmt.Errorf("%d MCP sessions are open, the limit (mcp.max_sessions): end one (or wait for an idle one to time out) and try again: %w", limit, sandbox.ErrLimit)
+		}
 		st = &session{ss: ss, name: SessionPrefix + shortID(), cancels: map[int]context.CancelFunc{},
 			done: make(chan struct{})}
 		s.sessions[ss] = st
@@ -240,6 +248,17 @@ func (s *Server) acquire(ctx context.Context, ss *mcp.ServerSession) (*session, 
 		st.calls.Done()
 	}
 	return st, cctx, release, nil
+}
+
+// maxSessions is the cap on sessions with a sandbox.
+func (s *Server) maxSessions() int {
+	if s.opts.MaxSessions > 0 {
+		return s.opts.MaxSessions
+	}
+	if s.cfg.MCP.MaxSessions > 0 {
+		return s.cfg.MCP.MaxSessions
+	}
+	return config.NewConfig().MCP.MaxSessions
 }
 
 // endSession cancels the session's tool calls, waits for them, then closes the sandbox

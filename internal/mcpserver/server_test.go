@@ -496,3 +496,24 @@ func TestCloseEndsSessions(t *testing.T) {
 		t.Errorf("session %s survives Close", info.Session)
 	}
 }
+
+// TestTerminalStateSaved: state_saved is true for an ordinary command and false, with a
+// warning in the text, when the command's state could not be written (the wrapper's state
+// path pointed at a missing directory, as a full disk refuses it).
+func TestTerminalStateSaved(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	cs, _ := e.connect(nil, nil)
+	var out mcpserver.TerminalResult
+	ok(t, cs, "terminal", map[string]any{"command": "export HS_S=1"}, &out)
+	if out.StateSaved == nil || !*out.StateSaved {
+		t.Errorf("terminal(export) state_saved = %v; want true", out.StateSaved)
+	}
+	res := ok(t, cs, "terminal", map[string]any{"command": "export HS_S=2; __hermes_st=/nonexistent-hermes-dir/state"}, &out)
+	if out.StateSaved == nil || *out.StateSaved || !strings.Contains(text(res), "were not saved") {
+		t.Errorf("terminal(unsaved) state_saved = %v, text %q; want false and a warning", out.StateSaved, text(res))
+	}
+	ok(t, cs, "terminal", map[string]any{"command": "echo $HS_S"}, &out)
+	if out.Stdout != "1\n" {
+		t.Errorf("after a failed save: %q; want the state from before it, 1", out.Stdout)
+	}
+}

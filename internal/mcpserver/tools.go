@@ -31,7 +31,7 @@ const maxTimeout = 24 * time.Hour
 // TerminalInput is the terminal tool's arguments.
 type TerminalInput struct {
 	Command    string   `json:"command" jsonschema:"the shell script to run, e.g. 'ls -la' or 'cd src && make test'"`
-	Timeout    *float64 `json:"timeout,omitempty" jsonschema:"seconds before the command's whole process tree is killed (exit code 124)"`
+	Timeout    *float64 `json:"timeout,omitempty" jsonschema:"seconds before the command's whole process tree is killed (exit code 124); with background: true, the job's lifetime (default terminal.job_timeout)"`
 	Workdir    string   `json:"workdir,omitempty" jsonschema:"directory to run in; like a cd, it stays the session's working directory afterwards"`
 	Background bool     `json:"background,omitempty" jsonschema:"start the command as a background job and return its job_id at once; follow it with the process tool"`
 }
@@ -47,6 +47,7 @@ type TerminalResult struct {
 	Cwd                  string  `json:"cwd" jsonschema:"the session's working directory after the command"`
 	EnvironmentRecreated bool    `json:"environment_recreated" jsonschema:"the sandbox was lost and made anew before this command: earlier files and shell state are gone"`
 	TimedOut             bool    `json:"timed_out,omitzero"`
+	StateSaved           *bool   `json:"state_saved,omitempty" jsonschema:"false when the command's cd and export could not be saved (a full or unwritable disk): the next command runs with the state from before it"`
 	DurationMS           float64 `json:"duration_ms,omitzero"`
 	JobID                string  `json:"job_id,omitzero" jsonschema:"the background job's id, for the process tool"`
 	RemainingToolCalls   *int    `json:"remaining_tool_calls,omitempty" jsonschema:"tool calls left in this session, when loop.max_tool_calls caps them"`
@@ -248,15 +249,17 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	if err := s.checkEnabled(sb, toolTerminal); err != nil {
 		return nil, out, failure(req.Session, "terminal", err)
 	}
-	cmd := sandbox.Command{Script: in.Command, Dir: in.Workdir, OutputLimit: s.cfg.Terminal.OutputLimit}
+	cmd := sandbox.Command{Script: in.Command, Dir: in.Workdir, OutputLimit: s.cfg.Terminal.OutputLimit, SpillLimit: s.cfg.Terminal.SpillLimit.Bytes()}
 
 	if in.Background {
 		jr, ok := sb.(sandbox.JobRunner)
 		if !ok || !s.caps.Jobs {
 			return nil, out, fmt.Errorf("terminal: the %s backend has no background jobs; run the command in the foreground", s.backend.Name())
 		}
+		cmd.MaxJobs, cmd.JobTimeout = s.cfg.Terminal.MaxJobs, s.cfg.Terminal.JobTimeout
 		if in.Timeout != nil {
-			cmd.Timeout = timeout
+			// A timeout given with background: true bounds the job's lifetime.
+			cmd.Timeout, cmd.JobTimeout = timeout, timeout
 		}
 		st, err := jr.StartJob(cctx, cmd)
 		if err != nil {
@@ -287,6 +290,8 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	out = TerminalResult{ExitCode: &code, Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated,
 		OutputFile: res.OutputFile, Cwd: res.Cwd, EnvironmentRecreated: res.EnvironmentRecreated,
 		TimedOut: res.TimedOut, DurationMS: float64(res.Duration.Microseconds()) / 1000, RemainingToolCalls: capped(sb)}
+	saved := !res.StateNotSaved
+	out.StateSaved = &saved
 	return textResult(terminalText(res, timeout)), out, nil
 }
 
@@ -334,6 +339,9 @@ func terminalText(res *sandbox.Result, timeout time.Duration) string {
 	}
 	if res.EnvironmentRecreated {
 		b.WriteString("\n[note: the sandbox was lost and recreated before this command; earlier files and shell state are gone]")
+	}
+	if res.StateNotSaved {
+		fmt.Fprintf(&b, "\n[warning: this command's cd and export were not saved: %s; the next command runs with the state from before it]", res.StateError)
 	}
 	return b.String()
 }

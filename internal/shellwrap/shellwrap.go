@@ -28,12 +28,17 @@ import (
 //     Without it a missing directory is reported by cd and the command runs where it is.
 //
 // The saved state is STATE (`export -p`, with HERMES_FB_PWD the directory) and STATE.cwd,
-// each replaced whole by a rename, so concurrent commands of one session never mix them.
-const Wrapper = `st=$1; pf=$2; mode=$3; payload=$4; shift 4
-mkdir -p "${st%/*}" 2>/dev/null; echo $$ > "$pf"
-__hs_save() { __hs_rc=$?; for __hs_n in $HERMES_FB_CMDENV; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; export -p > "$st.$$" 2>/dev/null && mv -f "$st.$$" "$st"; printf '%s' "$PWD" > "$st.cwd.$$" && mv -f "$st.cwd.$$" "$st.cwd"; rm -f "$pf"; exit $__hs_rc; }
+// each replaced whole by a rename, so concurrent commands of one session never mix them. The
+// state is saved when the command returns, and by an exit trap when it calls exit, so a script
+// that sets its own EXIT trap keeps its cd and export. PIDFILE is removed once the state is
+// saved: a PIDFILE left behind by a command that was not killed means its state could not be
+// saved (a full or unwritable disk, or the script left through exec or through exit with its
+// own EXIT trap).
+const Wrapper = `__hermes_st=$1; pf=$2; mode=$3; payload=$4; shift 4
+mkdir -p "${__hermes_st%/*}" 2>/dev/null; echo $$ > "$pf"
+__hs_save() { __hs_rc=$?; if [ -z "${__hs_saved-}" ]; then __hs_saved=1; for __hs_n in ${HERMES_FB_CMDENV-}; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; if { { export -p; } > "$__hermes_st.$$" && mv -f "$__hermes_st.$$" "$__hermes_st" && printf '%s' "$PWD" > "$__hermes_st.cwd.$$" && mv -f "$__hermes_st.cwd.$$" "$__hermes_st.cwd"; } 2>/dev/null; then rm -f "$pf"; else rm -f "$__hermes_st.$$" "$__hermes_st.cwd.$$" 2>/dev/null; fi; fi; exit $__hs_rc; }
 for __hs_n in $HERMES_FB_CMDENV; do eval "__hs_v_$__hs_n=\${$__hs_n-}"; done
-[ -r "$st" ] && . "$st"
+[ -r "$__hermes_st" ] && . "$__hermes_st"
 for __hs_n in $HERMES_FB_CMDENV; do eval "$__hs_n=\$__hs_v_$__hs_n; export $__hs_n; unset __hs_v_$__hs_n"; done
 [ -n "$HERMES_FB_PWD" ] && cd "$HERMES_FB_PWD" 2>/dev/null
 if [ -n "$HERMES_FB_DIR" ] && ! cd "$HERMES_FB_DIR"; then [ -n "$HERMES_FB_NODIR" ] && { : > "$HERMES_FB_NODIR"; rm -f "$pf"; exit 1; }; fi
@@ -43,7 +48,11 @@ case $mode in
 eval) eval "$payload" ;;
 file) . "$payload" ;;
 argv) ( exec "$@" ) ;;
-esac`
+esac
+__hs_save`
+
+// StateNotSavedReason explains a command whose PIDFILE the wrapper left behind.
+const StateNotSavedReason = "the shell could not write them to the session's state file (is the disk full?), or the script left through exec or through exit with its own EXIT trap"
 
 // KillTree is run as `sh -c KILLTREE sh PIDFILE`: it stops, then kills, the process whose pid
 // is in PIDFILE and all its descendants (found through /proc, so also those that moved to a

@@ -107,3 +107,52 @@ func TestKillTree(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestWrapperStateSaved: the state is saved even when the script sets its own EXIT trap, and
+// the pid file is left behind exactly when the state could not be saved.
+func TestWrapperStateSaved(t *testing.T) {
+	dir := t.TempDir()
+	sd := filepath.Join(dir, "s")
+	st := filepath.Join(sd, "state.env")
+	pf := filepath.Join(dir, "run.pid")
+	wrap := func(script string) (string, int, bool) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", Wrapper, "sh", st, pf, "eval", script)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
+		out, err := cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		_, err = os.Stat(pf)
+		os.Remove(pf)
+		return string(out), code, err == nil
+	}
+	out, code, left := wrap("trap 'echo bye' EXIT; cd " + dir + " && export T=trapped")
+	if out != "bye\n" || code != 0 || left {
+		t.Errorf("script with its own EXIT trap = %q exit %d, pid file left %v; want bye, 0, removed", out, code, left)
+	}
+	if out, _, _ = wrap(`pwd; echo "${T-lost}"`); out != dir+"\ntrapped\n" {
+		t.Errorf("state after a script with its own EXIT trap = %q; want %q", out, dir+"\ntrapped\n")
+	}
+	// An unwritable state directory, as a full disk refuses the save.
+	if os.Geteuid() == 0 {
+		t.Log("running as root: a read-only directory does not refuse writes; the state path is pointed at a missing directory instead")
+		out, code, left = wrap("cd / && export T=unsaved; __hermes_st=/nonexistent-hermes-dir/state")
+	} else {
+		if err := os.Chmod(sd, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(sd, 0o700) })
+		out, code, left = wrap("cd / && export T=unsaved")
+		os.Chmod(sd, 0o700)
+	}
+	if code != 0 || !left {
+		t.Errorf("unwritable state = %q exit %d, pid file left %v; want exit 0 and the pid file left", out, code, left)
+	}
+	if out, _, _ = wrap(`pwd; echo "${T-lost}"`); out != dir+"\ntrapped\n" {
+		t.Errorf("state after a failed save = %q; want the state from before it", out)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,8 @@ func run(t *testing.T, opts Options, gated bool) {
 	t.Run("BinaryOutput", s.testBinary)
 	t.Run("Stdin", s.testStdin)
 	t.Run("StatePersists", s.testState)
+	t.Run("StateSurvivesScriptExitTrap", s.testExitTrap)
+	t.Run("StateSaveFailureReported", s.testStateSaveFailure)
 	t.Run("Dir", s.testDir)
 	t.Run("Timeout", s.testTimeout)
 	t.Run("Cancel", s.testCancel)
@@ -81,6 +84,8 @@ func run(t *testing.T, opts Options, gated bool) {
 	t.Run("Persistence", s.testPersistence)
 	t.Run("Files", s.testFiles)
 	t.Run("Jobs", s.testJobs)
+	t.Run("JobLimit", s.testJobLimit)
+	t.Run("JobTimeout", s.testJobTimeout)
 	t.Run("SessionManager", s.testSessionManager)
 	t.Run("CapabilityHonesty", s.testCapabilities)
 	t.Run("Terminal", s.testTerminal)
@@ -482,6 +487,33 @@ func (s *suite) testOutputBounded(t *testing.T) {
 	full, err := readHostFile(res.OutputFile)
 	if err != nil || len(full) != n+9 {
 		t.Errorf("spill file has %d bytes (%v); want %d", len(full), err, n+9)
+	}
+	// Over Command.SpillLimit (terminal.spill_limit) the spill file keeps the first and last
+	// halves, with a note of the gap.
+	const spillLimit = 100_000
+	capped, err := sess.Exec(s.ctx(t), sandbox.Command{Script: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf '%%09d\n' $i; i=$((i+1)); done; echo tail-end`, n/10),
+		OutputLimit: 10_000, SpillLimit: spillLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := readHostFile(capped.OutputFile)
+	switch {
+	case err != nil:
+		t.Errorf("capped spill file: %v", err)
+	case len(part) > spillLimit+300 || !bytes.HasPrefix(part, full[:spillLimit/2]) || !bytes.HasSuffix(part, full[len(full)-spillLimit/2:]) ||
+		!bytes.Contains(part, []byte(fmt.Sprintf("%d bytes dropped here", n+9-spillLimit))):
+		t.Errorf("spill file with SpillLimit %d = %d bytes; want its first and last halves of the output and a note of the %d bytes between", spillLimit, len(part), n+9-spillLimit)
+	}
+	// The spill files go with the session.
+	if m, ok := s.b.(sandbox.SessionManager); ok {
+		if err := m.Remove(s.ctx(t), sess.Name()); err != nil {
+			t.Fatalf("Remove(%q) = %v", sess.Name(), err)
+		}
+		for _, f := range []string{res.OutputFile, capped.OutputFile} {
+			if _, err := readHostFile(f); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("spill file %s after Remove: %v; want it removed", f, err)
+			}
+		}
 	}
 }
 

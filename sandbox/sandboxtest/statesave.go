@@ -1,0 +1,72 @@
+package sandboxtest
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The wrappers that run a script in the session's shell keep the path they save its state to
+// in the shell variable __hermes_st (a file, or the prefix of its files). A script that points
+// it at a directory that does not exist makes the save fail the way a full or unwritable disk
+// does, on every backend, without filling a disk.
+const unwritableState = "__hermes_st=/nonexistent-hermes-dir/state"
+
+// testExitTrap: a script that sets its own EXIT trap keeps its cd and export.
+func (s *suite) testExitTrap(t *testing.T) {
+	sess := s.newSession(t)
+	dir := s.opts.Scratch + "/hermes trap dir"
+	res := s.sh(t, sess, fmt.Sprintf("mkdir -p '%s'; trap 'echo bye' EXIT; cd '%s' && export HERMES_TRAPPED=kept", dir, dir))
+	if res.Stdout != "bye\n" || res.ExitCode != 0 || res.StateNotSaved {
+		t.Errorf("Exec(script with its own EXIT trap) = %d %q, state not saved %v (%s); want 0 %q and saved",
+			res.ExitCode, res.Stdout, res.StateNotSaved, res.StateError, "bye\n")
+	}
+	res = s.sh(t, sess, `pwd; echo "${HERMES_TRAPPED-lost}"`)
+	if want := dir + "\nkept\n"; res.Stdout != want {
+		t.Errorf("after a script with its own EXIT trap: %q; want %q", res.Stdout, want)
+	}
+	// A script under set -u that leaves through exit keeps its state too.
+	if res := s.sh(t, sess, "set -u; export HERMES_STRICT=kept; exit 4"); res.ExitCode != 4 || res.StateNotSaved {
+		t.Errorf("Exec(set -u; export; exit 4) = exit %d, state not saved %v (%s); want 4, saved", res.ExitCode, res.StateNotSaved, res.StateError)
+	}
+	if res := s.sh(t, sess, `echo "${HERMES_STRICT-lost}"`); res.Stdout != "kept\n" {
+		t.Errorf("after set -u and exit: %q; want kept", res.Stdout)
+	}
+	// Its trap still runs when it calls exit, and its exit code is kept.
+	res = s.sh(t, sess, "trap 'echo bye2' EXIT; exit 3")
+	if res.Stdout != "bye2\n" || res.ExitCode != 3 {
+		t.Errorf("Exec(exit with a trap) = %d %q; want 3 %q", res.ExitCode, res.Stdout, "bye2\n")
+	}
+}
+
+// testStateSaveFailure: a state that cannot be saved is reported, and the session keeps the
+// state it had.
+func (s *suite) testStateSaveFailure(t *testing.T) {
+	sess := s.newSession(t)
+	res := s.sh(t, sess, "export HERMES_SAVED=1")
+	if res.StateNotSaved {
+		t.Fatalf("Exec(export) reports its state not saved: %s", res.StateError)
+	}
+	// First prove the script's cd and export would have been kept, with the hook variable set
+	// to where it already points.
+	res = s.sh(t, sess, "cd / && export HERMES_SAVED=2; __hermes_st=$__hermes_st")
+	if res.StateNotSaved {
+		t.Fatalf("Exec(export, hook unchanged) reports its state not saved: %s", res.StateError)
+	}
+	if res := s.sh(t, sess, `echo "${HERMES_SAVED-gone}"`); res.Stdout != "2\n" {
+		t.Fatalf("state after an ordinary save = %q; want %q", res.Stdout, "2\n")
+	}
+	res = s.sh(t, sess, fmt.Sprintf("cd '%s' && export HERMES_SAVED=3 HERMES_UNSAVED=1; %s", s.opts.Scratch, unwritableState))
+	if !res.StateNotSaved || res.StateError == "" {
+		t.Errorf("Exec(script whose state cannot be written) = state not saved %v, reason %q; want true and a reason", res.StateNotSaved, res.StateError)
+	}
+	if res.ExitCode != 0 {
+		t.Errorf("Exec(script whose state cannot be written).ExitCode = %d; want the script's own 0", res.ExitCode)
+	}
+	res = s.sh(t, sess, `pwd; echo "${HERMES_SAVED-gone} ${HERMES_UNSAVED-unsaved}"`)
+	if want := "/\n2 unsaved\n"; res.Stdout != want {
+		t.Errorf("state after a failed save = %q; want the state from before it, %q", res.Stdout, want)
+	}
+	if res.StateNotSaved {
+		t.Errorf("the command after a failed save reports its state not saved: %s", res.StateError)
+	}
+}
