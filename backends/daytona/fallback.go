@@ -337,21 +337,9 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 	defer stopFollow()
 	followed := make(chan error, 1)
 	go func() { followed <- s.follow(fctx, tb, sid, cmdID, dec) }()
-	var timeout <-chan time.Time
-	if cmd.Timeout > 0 {
-		t := time.NewTimer(cmd.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
 	res := &sandbox.Result{EnvironmentRecreated: recreated}
 	var ferr error
-	select {
-	case ferr = <-followed:
-	case <-timeout:
-		res.TimedOut = true
-	case <-ctx.Done():
-		res.Interrupted = true
-	}
+	ferr, res.TimedOut, res.Interrupted = shellwrap.Await(ctx, cmd.Timeout, followed)
 	if res.TimedOut || res.Interrupted {
 		s.kill(ctx, tb, id)
 		// The runner outlives the command: it sends what was written and its trailer.

@@ -57,6 +57,7 @@ type fakeModal struct {
 	addr        string
 	srv         *grpc.Server
 	router      *fakeRouter
+	ending      sync.WaitGroup // terminations still removing their containers
 
 	mu          sync.Mutex
 	authTokens  map[string]bool
@@ -144,6 +145,8 @@ func (f *fakeModal) close() {
 	for _, sb := range sbs {
 		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED)
 	}
+	// A sandbox that ended on its own (idle, timeout) may still be removing its container.
+	f.ending.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, img := range committed {
@@ -535,6 +538,8 @@ func (f *fakeModal) terminate(sb *fakeSandbox, st pb.GenericResult_GenericStatus
 		return false
 	}
 	sb.result = pb.GenericResult_builder{Status: st}.Build()
+	f.ending.Add(1)
+	defer f.ending.Done()
 	execs := make([]*fakeExec, 0, len(sb.execs))
 	for _, e := range sb.execs {
 		execs = append(execs, e)

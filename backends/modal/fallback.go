@@ -136,21 +136,9 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 		code, err := cp.Wait(runCtx, nil)
 		done <- waited{code, err}
 	}()
-	var timeout <-chan time.Time
-	if cmd.Timeout > 0 {
-		t := time.NewTimer(cmd.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
 	res := &sandbox.Result{EnvironmentRecreated: recreated}
 	var w waited
-	select {
-	case w = <-done:
-	case <-timeout:
-		res.TimedOut = true
-	case <-ctx.Done():
-		res.Interrupted = true
-	}
+	w, res.TimedOut, res.Interrupted = shellwrap.Await(ctx, cmd.Timeout, done)
 	if res.TimedOut || res.Interrupted {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		if kp, err := sb.Exec(kctx, []string{"/bin/sh", "-c", shellwrap.KillTree, "sh", pidFile}, nil); err == nil {

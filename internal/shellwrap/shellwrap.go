@@ -6,9 +6,11 @@
 package shellwrap
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
@@ -114,4 +116,23 @@ func ParseExports(text string) (map[string]string, error) {
 		}
 	}
 	return env, nil
+}
+
+// Await waits for a per-command fallback's command to end (done), for its timeout (0: none)
+// or for ctx, whichever comes first, and says which.
+func Await[T any](ctx context.Context, timeout time.Duration, done <-chan T) (v T, timedOut, interrupted bool) {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case v = <-done:
+	case <-expired:
+		timedOut = true
+	case <-ctx.Done():
+		interrupted = true
+	}
+	return v, timedOut, interrupted
 }

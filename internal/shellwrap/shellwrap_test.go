@@ -1,6 +1,7 @@
 package shellwrap
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,5 +155,21 @@ func TestWrapperStateSaved(t *testing.T) {
 	}
 	if out, _, _ = wrap(`pwd; echo "${T-lost}"`); out != dir+"\ntrapped\n" {
 		t.Errorf("state after a failed save = %q; want the state from before it", out)
+	}
+}
+
+func TestAwait(t *testing.T) {
+	done := make(chan int, 1)
+	done <- 7
+	if v, to, in := Await(context.Background(), time.Hour, done); v != 7 || to || in {
+		t.Errorf("Await(done) = %d %v %v; want 7 false false", v, to, in)
+	}
+	if v, to, in := Await(context.Background(), time.Millisecond, make(chan int)); v != 0 || !to || in {
+		t.Errorf("Await(timeout) = %d %v %v; want 0 true false", v, to, in)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, to, in := Await(ctx, 0, make(chan int)); to || !in {
+		t.Errorf("Await(cancelled, no timeout) = %v %v; want false true", to, in)
 	}
 }
