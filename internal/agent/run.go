@@ -323,7 +323,8 @@ func (s *Server) applyState(p *prepared, req RunRequest, killed, signaled bool) 
 		return old, "read the saved state: " + err.Error()
 	}
 	if err := s.state.update(body, cwd, env, fromBytesMap(req.Env)); err != nil {
-		return cwd, err.Error()
+		old, _ := s.state.snapshot()
+		return old, err.Error()
 	}
 	return cwd, ""
 }

@@ -157,8 +157,11 @@ func (st *sessionState) envListLocked() []string {
 }
 
 // save writes the state atomically.
-func (st *sessionState) save() error {
-	b, err := json.Marshal(savedState{Cwd: Bytes(st.cwd), Env: toBytesMap(st.env), Known: st.known})
+func (st *sessionState) save() error { return st.saveAs(st.cwd, st.env) }
+
+// saveAs writes cwd and env as the state, atomically.
+func (st *sessionState) saveAs(cwd string, env map[string]string) error {
+	b, err := json.Marshal(savedState{Cwd: Bytes(cwd), Env: toBytesMap(env), Known: st.known})
 	if err != nil {
 		return err
 	}
@@ -173,15 +176,12 @@ func (st *sessionState) save() error {
 }
 
 // update applies what a script's exit trap reported. keep names variables the command was
-// given for itself only: they are not carried over unless the script changed them.
+// given for itself only: they are not carried over unless the script changed them. The new
+// state is taken only once it is on disk: a save that fails (a full disk) leaves the session
+// as it was, which is what the command's result then says.
 func (st *sessionState) update(raw []byte, cwd string, env map[string]string, perCommand map[string]string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(perCommand) == 0 {
-		st.lastRaw = raw
-	} else {
-		st.lastRaw = nil
-	}
 	for k, v := range perCommand {
 		if env[k] == v {
 			if old, ok := st.env[k]; ok {
@@ -191,11 +191,20 @@ func (st *sessionState) update(raw []byte, cwd string, env map[string]string, pe
 			}
 		}
 	}
-	if cwd != "" {
-		st.cwd = cwd
+	if cwd == "" {
+		cwd = st.cwd
 	}
-	st.env = env
-	return st.save()
+	if err := st.saveAs(cwd, env); err != nil {
+		st.lastRaw = nil
+		return err
+	}
+	st.cwd, st.env = cwd, env
+	if len(perCommand) == 0 {
+		st.lastRaw = raw
+	} else {
+		st.lastRaw = nil
+	}
+	return nil
 }
 
 // Variables the shell manages itself, or that belong to the helper's wrapper.
