@@ -320,9 +320,13 @@ func TestEgressNoneHasNoRelay(t *testing.T) {
 //	go test -run '^$' -bench EgressDownload -benchtime 5x ./backends/docker/
 func BenchmarkEgressDownload100MB(b *testing.B) {
 	in := egresstest.New(b)
-	pp := egresstest.Port(in.Pypi)
+	pp, sp := egresstest.Port(in.Pypi), egresstest.Port(in.Secure)
 	const size = 100 << 20
 	img := testImage(b)
+	getter, err := os.ReadFile(egresstest.Getter(b))
+	if err != nil {
+		b.Fatal(err)
+	}
 	mk := func(mode config.NetworkMode, allow []string) *Backend {
 		return newBackendWith(b, b.TempDir(), func(c *config.Config) {
 			c.Docker.Image = img
@@ -330,11 +334,11 @@ func BenchmarkEgressDownload100MB(b *testing.B) {
 			c.Docker.EgressAllow = allow
 		})
 	}
-	fetch := func(sess sandbox.Session, url string) time.Duration {
+	fetch := func(sess sandbox.Session, script string) time.Duration {
 		start := time.Now()
-		res := run(b, sess, "wget -q -O /dev/null "+url+" && echo ok")
+		res := run(b, sess, script+" >/dev/null && echo ok")
 		if res.Stdout != "ok\n" {
-			b.Fatalf("wget %s = %d %q %q", url, res.ExitCode, res.Stdout, res.Stderr)
+			b.Fatalf("%s = %d %q %q", script, res.ExitCode, res.Stdout, res.Stderr)
 		}
 		return time.Since(start)
 	}
@@ -348,21 +352,33 @@ func BenchmarkEgressDownload100MB(b *testing.B) {
 	}
 	// The raw baseline: a container with an open network fetching the server by IP.
 	direct := open(b, mk(config.NetworkOpen, nil), "direct")
-	directURL := fmt.Sprintf("http://%s:%d/bytes/%d", ip, pp, size)
-	be := mk(config.NetworkAllowlist, []string{fmt.Sprintf("pypi.test:%d", pp)})
+	be := mk(config.NetworkAllowlist, []string{fmt.Sprintf("pypi.test:%d", pp), fmt.Sprintf("secure.test:%d", sp)})
 	be.extra.EgressResolver, be.extra.EgressAllowLoopback = in.Resolver, true
 	relayed := open(b, be, "relay")
-	relayURL := fmt.Sprintf("http://pypi.test:%d/bytes/%d", pp, size)
-	fetch(direct, directURL) // warm both
-	fetch(relayed, relayURL)
-	var dt, rt time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ { // alternated, so both see the same load
-		dt += fetch(direct, directURL)
-		rt += fetch(relayed, relayURL)
+	for _, sess := range []sandbox.Session{direct, relayed} {
+		if err := sess.(sandbox.FileSystem).WriteFile(ctxT(b, time.Minute), "/tmp/egressget", getter, 0o755); err != nil {
+			b.Fatal(err)
+		}
 	}
-	mb := float64(size) * float64(b.N) / 1e6
-	b.ReportMetric(mb/dt.Seconds(), "direct-MB/s")
-	b.ReportMetric(mb/rt.Seconds(), "relay-MB/s")
-	b.ReportMetric(100*dt.Seconds()/rt.Seconds(), "relay-%")
+	for _, c := range []struct{ name, direct, relayed string }{
+		// busybox wget, plain HTTP (the proxy forwards the request)
+		{"http", fmt.Sprintf("wget -q -O - http://%s:%d/bytes/%d", ip, pp, size), fmt.Sprintf("wget -q -O - http://pypi.test:%d/bytes/%d", pp, size)},
+		// HTTPS, as pip and npm fetch (the proxy tunnels CONNECT)
+		{"https", fmt.Sprintf("/tmp/egressget -k https://%s:%d/bytes/%d", ip, sp, size), fmt.Sprintf("/tmp/egressget -k https://secure.test:%d/bytes/%d", sp, size)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			fetch(direct, c.direct) // warm both
+			fetch(relayed, c.relayed)
+			var dt, rt time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ { // alternated, so both see the same load
+				dt += fetch(direct, c.direct)
+				rt += fetch(relayed, c.relayed)
+			}
+			mb := float64(size) * float64(b.N) / 1e6
+			b.ReportMetric(mb/dt.Seconds(), "direct-MB/s")
+			b.ReportMetric(mb/rt.Seconds(), "relay-MB/s")
+			b.ReportMetric(100*dt.Seconds()/rt.Seconds(), "relay-%")
+		})
+	}
 }
