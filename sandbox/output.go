@@ -98,6 +98,19 @@ func (c *Capture) Stdout() *CaptureWriter { return &CaptureWriter{c: c, s: &c.ou
 // Stderr returns a writer that records p as standard error.
 func (c *Capture) Stderr() *CaptureWriter { return &CaptureWriter{c: c, s: &c.err} }
 
+// Tee returns the capture's stdout and stderr writers, each also copying to the caller's
+// writer for that stream when it is not nil (a command's live Stdout and Stderr).
+func (c *Capture) Tee(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	out, err := io.Writer(c.Stdout()), io.Writer(c.Stderr())
+	if stdout != nil {
+		out = io.MultiWriter(out, stdout)
+	}
+	if stderr != nil {
+		err = io.MultiWriter(err, stderr)
+	}
+	return out, err
+}
+
 // CaptureWriter is one stream of a Capture.
 type CaptureWriter struct {
 	c *Capture

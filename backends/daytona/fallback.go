@@ -324,13 +324,7 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 		return nil, b.apiErr("exec", s.name, err)
 	}
 	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
-	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
-	if cmd.Stdout != nil {
-		stdout = io.MultiWriter(stdout, cmd.Stdout)
-	}
-	if cmd.Stderr != nil {
-		stderr = io.MultiWriter(stderr, cmd.Stderr)
-	}
+	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
 	dec := &fbDecoder{out: stdout, err: stderr}
 	// The follower reads until the runner's trailers, or until it is stopped after a kill.
 	fctx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))

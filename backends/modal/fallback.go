@@ -106,13 +106,7 @@ func (s *session) execFallback(ctx context.Context, cmd sandbox.Command) (*sandb
 		return nil, b.mapErr("exec", s.name, err)
 	}
 	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
-	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
-	if cmd.Stdout != nil {
-		stdout = io.MultiWriter(stdout, cmd.Stdout)
-	}
-	if cmd.Stderr != nil {
-		stderr = io.MultiWriter(stderr, cmd.Stderr)
-	}
+	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(stdout, cp.Stdout) }()

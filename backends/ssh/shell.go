@@ -341,13 +341,7 @@ func (s *shellSession) run(ctx context.Context, sc *shellChan, cmd sandbox.Comma
 	}
 	line := "__hr " + id + " " + ta + " " + tb + " " + stdinFlag + " " + shq(cmd.Script) + " " + shq(w) + "\n"
 	capture := sandbox.NewCapture(cmd.OutputLimit, filepath.Join(s.b.fo.StateDir, "output")).ForSession(s.name, cmd.SpillLimit)
-	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
-	if cmd.Stdout != nil {
-		stdout = io.MultiWriter(stdout, cmd.Stdout)
-	}
-	if cmd.Stderr != nil {
-		stderr = io.MultiWriter(stderr, cmd.Stderr)
-	}
+	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
 	pidCh := make(chan int, 1)
 	outDone := make(chan endInfo, 1)
 	errDone := make(chan error, 1)

@@ -142,13 +142,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		return nil, s.wrap("exec", err)
 	}
 	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir).ForSession(s.opts.Name, cmd.SpillLimit)
-	stdout, stderr := io.Writer(capture.Stdout()), io.Writer(capture.Stderr())
-	if cmd.Stdout != nil {
-		stdout = io.MultiWriter(stdout, cmd.Stdout)
-	}
-	if cmd.Stderr != nil {
-		stderr = io.MultiWriter(stderr, cmd.Stderr)
-	}
+	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
 	req := agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env),
 		TimeoutMS: cmd.Timeout.Milliseconds()}
 	if cmd.Timeout > 0 && req.TimeoutMS == 0 {
