@@ -30,6 +30,7 @@ type Config struct {
 	Modal       ModalConfig       `yaml:"modal"`
 	Daytona     DaytonaConfig     `yaml:"daytona"`
 	Vercel      VercelConfig      `yaml:"vercel"`
+	Kubernetes  KubernetesConfig  `yaml:"kubernetes"`
 	Approvals   ApprovalsConfig   `yaml:"approvals"`
 	Tools       ToolsConfig       `yaml:"tools"`
 	Loop        LoopConfig        `yaml:"loop"`
@@ -185,6 +186,42 @@ type VercelConfig struct {
 	OIDCToken Secret `yaml:"oidc_token"` // secrets.yaml or VERCEL_OIDC_TOKEN
 }
 
+// KubernetesConfig is the kubernetes section: one hardened pod per session on a cluster the
+// user already has, reached through kubeconfig as kubectl finds it.
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file ("" = $KUBECONFIG, else ~/.kube/config, else the
+	// in-cluster service account).
+	Kubeconfig string `yaml:"kubeconfig"`
+	Context    string `yaml:"context"`   // "" = the kubeconfig's current context
+	Namespace  string `yaml:"namespace"` // "" = the context's namespace, else "default"
+	Image      string `yaml:"image"`
+	// Resources of the sandbox container (0 = none requested, the namespace's defaults).
+	CPU              float64 `yaml:"cpu"`               // cores, e.g. 0.5
+	Memory           Size    `yaml:"memory"`            // limit and request
+	EphemeralStorage Size    `yaml:"ephemeral_storage"` // limit and request
+	// WorkspaceSize bounds the writable workspace (an emptyDir); /tmp gets a quarter of it.
+	WorkspaceSize Size `yaml:"workspace_size"`
+	// RuntimeClass names a node.k8s.io RuntimeClass (gvisor, kata…); "" = the cluster default.
+	RuntimeClass string            `yaml:"runtime_class"`
+	NodeSelector map[string]string `yaml:"node_selector"`
+	// Tolerations, each "key[=value]:Effect" (Effect NoSchedule, PreferNoSchedule, NoExecute
+	// or "" for any), or "*" to tolerate every taint.
+	Tolerations []string `yaml:"tolerations"`
+	// RunAsUser is the non-root uid (and gid) commands run as.
+	RunAsUser int64 `yaml:"run_as_user"`
+	// MaxLifetime is the pod's activeDeadlineSeconds: the cluster ends it after this long.
+	MaxLifetime time.Duration `yaml:"max_lifetime"`
+	// NetworkEnabled lets the pod reach the network; false adds a deny-all-egress
+	// NetworkPolicy (enforced by NetworkPolicy-capable CNIs only).
+	NetworkEnabled bool `yaml:"network_enabled"`
+	// Mode is pod (a bare pod per session) or agent-sandbox (an agents.x-k8s.io Sandbox).
+	Mode KubernetesMode `yaml:"mode"`
+	// PoolSize keeps this many ready pods to hand to new sessions (0 = none).
+	PoolSize int `yaml:"pool_size"`
+	// StartTimeout bounds waiting for a pod to be scheduled and running.
+	StartTimeout time.Duration `yaml:"start_timeout"`
+}
+
 // ApprovalsConfig is the approvals section.
 type ApprovalsConfig struct {
 	Mode             ApprovalMode  `yaml:"mode"`
@@ -280,6 +317,16 @@ func NewConfig() *Config {
 		},
 		Daytona: DaytonaConfig{AutoStop: 15 * time.Minute, NetworkBlockAll: true, NetworkAllowList: []string{}, Channel: DaytonaChannelAuto},
 		Vercel:  VercelConfig{Runtime: "python3.13", Timeout: 45 * time.Minute},
+		Kubernetes: KubernetesConfig{
+			Image:         "debian:bookworm-slim",
+			WorkspaceSize: 10 * Gibibyte,
+			NodeSelector:  map[string]string{},
+			Tolerations:   []string{},
+			RunAsUser:     1000,
+			MaxLifetime:   24 * time.Hour,
+			Mode:          KubernetesModePod,
+			StartTimeout:  5 * time.Minute,
+		},
 		Approvals: ApprovalsConfig{
 			Mode:             ApprovalManual,
 			Timeout:          300 * time.Second,

@@ -118,7 +118,7 @@ func TestEnvErrors(t *testing.T) {
 			nil, `load config: env HERMES_SANDBOX_DOCKER_MEMORY_LIMIT: docker.memory_limit: invalid size "lots"`},
 		{[]string{"HERMES_SANDBOX_TERMINAL_TIMEOUT=30"},
 			nil, `env HERMES_SANDBOX_TERMINAL_TIMEOUT: terminal.timeout: invalid duration "30": add a unit, e.g. 30s`},
-		{[]string{"HERMES_SANDBOX_SANDBOX=kubernetes"}, nil, `env HERMES_SANDBOX_SANDBOX: terminal.backend: invalid backend "kubernetes"`},
+		{[]string{"HERMES_SANDBOX_SANDBOX=kubernetess"}, nil, `env HERMES_SANDBOX_SANDBOX: terminal.backend: invalid backend "kubernetess"`},
 		{[]string{"TERMINAL_SSH_PORT=ssh"}, nil, `env TERMINAL_SSH_PORT: ssh.port: invalid integer "ssh"`},
 		{[]string{"HERMES_SANDBOX_DOCKER_NETWRK_ENABLED=1"},
 			nil, `env HERMES_SANDBOX_DOCKER_NETWRK_ENABLED: unknown setting (did you mean HERMES_SANDBOX_DOCKER_NETWORK_ENABLED?)`},

@@ -224,7 +224,7 @@ func TestLoadErrors(t *testing.T) {
 		{"float for int", "ssh:\n  port: 22.5\n", []string{`config.yaml:2: ssh.port: want a whole number`}},
 		{"bare duration", "terminal:\n  timeout: 180\n", []string{`config.yaml:2: terminal.timeout: invalid duration "180": add a unit, e.g. 180s`}},
 		{"bad size", "docker:\n  memory_limit: lots\n", []string{`config.yaml:2: docker.memory_limit: invalid size "lots"`}},
-		{"bad enum", "terminal:\n  backend: kubernetes\n", []string{`config.yaml:2: terminal.backend: invalid backend "kubernetes"`}},
+		{"bad enum", "terminal:\n  backend: kubernetess\n", []string{`config.yaml:2: terminal.backend: invalid backend "kubernetess"`}},
 		{"list expected", "docker:\n  volumes: /a:/b\n", []string{`config.yaml:2: docker.volumes: want a list`}},
 		{"list item", "docker:\n  volumes:\n    - /a:/b\n    - {x: y}\n", []string{`config.yaml:4: docker.volumes: list items must be strings`}},
 		{"scalar expected", "docker:\n  image: [a]\n", []string{`config.yaml:2: docker.image: want a string, not a list`}},

@@ -219,10 +219,11 @@ const (
 	BackendModal       Backend = "modal"
 	BackendDaytona     Backend = "daytona"
 	BackendVercel      Backend = "vercel"
+	BackendKubernetes  Backend = "kubernetes"
 )
 
 var allBackends = []Backend{BackendAuto, BackendLocal, BackendDocker, BackendSSH,
-	BackendSingularity, BackendModal, BackendDaytona, BackendVercel}
+	BackendSingularity, BackendModal, BackendDaytona, BackendVercel, BackendKubernetes}
 
 // Backends returns every valid Backend, auto first.
 func Backends() []Backend { return slices.Clone(allBackends) }
@@ -576,4 +577,31 @@ func (c DaytonaChannel) Valid() bool { return slices.Contains(allDaytonaChannels
 // UnmarshalText parses with ParseDaytonaChannel.
 func (c *DaytonaChannel) UnmarshalText(text []byte) error {
 	return unmarshalEnum(c, ParseDaytonaChannel, text)
+}
+
+// KubernetesMode is kubernetes.mode: what the backend creates for a session.
+type KubernetesMode string
+
+// Kubernetes modes.
+const (
+	// KubernetesModePod creates a bare pod per session.
+	KubernetesModePod KubernetesMode = "pod"
+	// KubernetesModeAgentSandbox creates an agents.x-k8s.io Sandbox per session (the
+	// agent-sandbox controller then makes its pod).
+	KubernetesModeAgentSandbox KubernetesMode = "agent-sandbox"
+)
+
+var allKubernetesModes = []KubernetesMode{KubernetesModePod, KubernetesModeAgentSandbox}
+
+// ParseKubernetesMode parses pod or agent-sandbox.
+func ParseKubernetesMode(s string) (KubernetesMode, error) {
+	return parseEnum("kubernetes mode", s, allKubernetesModes)
+}
+
+// Valid reports whether m is a known mode.
+func (m KubernetesMode) Valid() bool { return slices.Contains(allKubernetesModes, m) }
+
+// UnmarshalText parses with ParseKubernetesMode.
+func (m *KubernetesMode) UnmarshalText(text []byte) error {
+	return unmarshalEnum(m, ParseKubernetesMode, text)
 }

@@ -167,7 +167,7 @@ func TestEnums(t *testing.T) {
 		{"backend", wrap(ParseBackend), "docker", "docker", ""},
 		{"backend", wrap(ParseBackend), "Docker", "docker", ""},
 		{"backend", wrap(ParseBackend), "dockr", "", `did you mean "docker"`},
-		{"backend", wrap(ParseBackend), "kubernetes", "", "want one of auto, local, docker"},
+		{"backend", wrap(ParseBackend), "kubernetess", "", "want one of auto, local, docker"},
 		{"shell", wrap(ParseShell), "bash", "bash", ""},
 		{"shell", wrap(ParseShell), "/usr/bin/zsh", "/usr/bin/zsh", ""},
 		{"shell", wrap(ParseShell), "zsh", "", "absolute path"},

@@ -322,6 +322,8 @@ func (c *Config) validateOthers(v *validator) {
 		v.failf("daytona.channel", "%v", err)
 	}
 
+	v.kubernetes(&c.Kubernetes)
+
 	vc := &c.Vercel
 	if vc.Runtime != strings.TrimSpace(vc.Runtime) {
 		v.failf("vercel.runtime", "must not have surrounding spaces (empty = the image's default)")

@@ -124,5 +124,5 @@ func (r *Registry[C]) New(name string, cfg C, opts FactoryOptions) (Backend, err
 // ValidName reports whether name is one of the seven built-in backend names.
 func ValidName(name string) bool { return slices.Contains(BuiltinNames, name) }
 
-// BuiltinNames are the seven backends Hermes Sandbox ships, in the order the docs list them.
-var BuiltinNames = []string{"local", "docker", "ssh", "singularity", "modal", "daytona", "vercel"}
+// BuiltinNames are the backends Hermes Sandbox ships, in the order the docs list them.
+var BuiltinNames = []string{"local", "docker", "ssh", "singularity", "modal", "daytona", "vercel", "kubernetes"}

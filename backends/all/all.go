@@ -6,6 +6,7 @@ package all
 import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/daytona"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
+	"github.com/hermes-sandbox/hermes-sandbox/backends/kubernetes"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/modal"
 	"github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
@@ -31,5 +32,6 @@ func Backends() *sandbox.Registry[*config.Config] {
 	r.Register(modal.Name, func(c cfg, o opts) (sandbox.Backend, error) { return modal.New(c.Modal, o) })
 	r.Register(daytona.Name, func(c cfg, o opts) (sandbox.Backend, error) { return daytona.New(c.Daytona, o) })
 	r.Register(vercel.Name, func(c cfg, o opts) (sandbox.Backend, error) { return vercel.New(c.Vercel, o) })
+	r.Register(kubernetes.Name, func(c cfg, o opts) (sandbox.Backend, error) { return kubernetes.New(c.Kubernetes, o) })
 	return r
 }

@@ -33,6 +33,7 @@ var setupQuestions = map[string][]setupQuestion{
 	"modal":       {{"modal.token_id", "Modal token id"}, {"modal.token_secret", "Modal token secret"}, {"modal.image", "Image"}, {"modal.gpu", "GPU (empty for none, e.g. A10G or A100:2)"}},
 	"daytona":     {{"daytona.api_key", "Daytona API key"}, {"daytona.api_url", "API URL (empty = https://app.daytona.io/api)"}, {"daytona.target", "Target region (empty = the organisation's default)"}, {"daytona.snapshot", "Snapshot (empty = Daytona's default; or set daytona.image instead)"}, {"daytona.auto_stop", "Hibernate after this long idle"}},
 	"vercel":      {{"vercel.token", "Vercel token"}, {"vercel.project_id", "Project id"}, {"vercel.team_id", "Team id"}},
+	"kubernetes":  {{"kubernetes.kubeconfig", "Kubeconfig file (empty = $KUBECONFIG, else ~/.kube/config, else in-cluster)"}, {"kubernetes.context", "Context (empty = the kubeconfig's current one)"}, {"kubernetes.namespace", "Namespace (empty = the context's)"}, {"kubernetes.image", "Image (its /bin/sh runs the session; any uid must be able to use it)"}, {"kubernetes.runtime_class", "RuntimeClass (empty = the cluster default; gvisor or kata isolate more)"}},
 }
 
 func (a *app) setupCmd() *cobra.Command {

@@ -1,0 +1,329 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// exitNoHelper is what the start script exits with when the helper is not uploaded yet.
+const exitNoHelper = 97
+
+// session is a channel session over the helper's long-lived exec, plus the pod it runs in.
+type session struct {
+	*channel.Session
+	b    *Backend
+	name string
+
+	mu        sync.Mutex
+	pod       string
+	uid       types.UID
+	lastTouch time.Time
+	touching  sync.WaitGroup
+}
+
+// start is the channel's Starter: a running pod and a helper attached to it.
+func (s *session) start(ctx context.Context) (channel.Started, error) {
+	b := s.b
+	s.mu.Lock()
+	known := s.uid
+	s.mu.Unlock()
+	if known == "" {
+		known = b.readRecord(s.name)
+	}
+	pod, recreated, err := b.ensure(ctx, s.name, known)
+	if err != nil {
+		return channel.Started{}, err
+	}
+	client, err := b.startHelper(ctx, pod)
+	if err != nil && gone(err) {
+		// The pod ended between the check and the exec: make a new one, once.
+		if pod, _, err = b.ensure(ctx, s.name, pod.UID); err != nil {
+			return channel.Started{}, err
+		}
+		recreated = true
+		client, err = b.startHelper(ctx, pod)
+	}
+	if err != nil {
+		return channel.Started{}, b.mapErr("start helper", s.name, err)
+	}
+	s.mu.Lock()
+	s.pod, s.uid = pod.Name, pod.UID
+	s.mu.Unlock()
+	b.writeRecord(s.name, pod.UID)
+	return channel.Started{Client: client, Recreated: recreated}, nil
+}
+
+func (s *session) onClose() error {
+	s.touching.Wait()
+	return nil
+}
+
+// Exec runs cmd over the helper and marks the pod used (for gc).
+func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	res, err := s.Session.Exec(ctx, cmd)
+	s.touch()
+	return res, err
+}
+
+// touch marks the pod used, at most once a minute, in the background.
+func (s *session) touch() {
+	s.mu.Lock()
+	now := time.Now()
+	pod := s.pod
+	due := pod != "" && now.Sub(s.lastTouch) > time.Minute
+	if due {
+		s.lastTouch = now
+		s.touching.Add(1)
+	}
+	s.mu.Unlock()
+	if due {
+		go func() {
+			defer s.touching.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.b.touch(ctx, pod)
+		}()
+	}
+}
+
+// gone says an exec failed because the pod (or its container) is no more.
+func gone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "not found") || strings.Contains(msg, "container not running") ||
+		strings.Contains(msg, "cannot exec into a container in a completed pod") || strings.Contains(msg, "is not running")
+}
+
+// agentFile is the helper binary on this machine and its path in the pod (named by size and
+// time, so a rebuilt helper is uploaded again).
+type agentFile struct {
+	host   string
+	args   []string // before "serve"
+	remote string
+}
+
+func (b *Backend) agentBinary() (*agentFile, error) {
+	b.agentMu.Lock()
+	defer b.agentMu.Unlock()
+	if b.agent != nil {
+		return b.agent, nil
+	}
+	// The nodes' architecture: the one kubernetes.node_selector asks for, else this machine's.
+	arch := b.cfg.NodeSelector["kubernetes.io/arch"]
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	p, args, err := agentbin.Path(arch)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(args); n > 0 && args[n-1] == "serve" {
+		args = args[:n-1]
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d", p, fi.Size(), fi.ModTime().UnixNano()))
+	b.agent = &agentFile{host: p, args: args, remote: hermesDir + "/agent-" + hex.EncodeToString(sum[:])[:12]}
+	return b.agent, nil
+}
+
+// startScript runs the helper ($0) with its arguments after making the session's starting
+// directory; it exits 97 when the helper has not been uploaded to this pod yet.
+func (b *Backend) startScript() string {
+	return "mkdir -p " + sandbox.ShellQuote(b.cwd) + " 2>/dev/null; [ -x \"$0\" ] || exit 97; exec \"$0\" \"$@\""
+}
+
+// executor returns an executor for one exec in the pod's container: WebSocket (v5) first,
+// SPDY where the server or a proxy does not upgrade, as kubectl does.
+func (b *Backend) executor(c *conn, pod string, argv []string, stdin bool) (remotecommand.Executor, error) {
+	req := c.api.core.Post().Resource("pods").Namespace(c.namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: argv, Stdin: stdin, Stdout: true, Stderr: true}, apiParams)
+	spdy, err := remotecommand.NewSPDYExecutor(c.rest, "POST", req.URL())
+	if err != nil {
+		return nil, err
+	}
+	if b.spdyOnly.Load() {
+		return spdy, nil
+	}
+	ws, err := remotecommand.NewWebSocketExecutor(c.rest, "GET", req.URL().String())
+	if err != nil {
+		return spdy, nil
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		fallback := httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		if fallback {
+			b.spdyOnly.Store(true) // this server (or a proxy on the way) does not upgrade: ask no more
+			b.log.Debug("exec over WebSocket refused; using SPDY", "err", err)
+		}
+		return fallback
+	})
+}
+
+// startHelper starts the helper in the pod as one long-lived exec, uploading it first if the
+// pod does not have it, and returns a client speaking to it over the exec's stdin and stdout.
+func (b *Backend) startHelper(ctx context.Context, pod *corev1.Pod) (*agent.Client, error) {
+	c, err := b.cluster()
+	if err != nil {
+		return nil, err
+	}
+	af, err := b.agentBinary()
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox helper: %w (%w)", err, sandbox.ErrUnavailable)
+	}
+	argv := append([]string{"/bin/sh", "-c", b.startScript(), af.remote}, af.args...)
+	argv = append(argv, "serve", "--state", helperState, "--cwd", b.cwd, "--shell", b.shell)
+	for attempt := 0; ; attempt++ {
+		client, code, tail, err := b.attach(ctx, c, pod.Name, argv)
+		if err == nil {
+			if err := client.SeedEnv(ctx, b.passEnv); err != nil {
+				client.Close()
+				return nil, fmt.Errorf("pass environment to the helper: %w", err)
+			}
+			return client, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if code == exitNoHelper && attempt == 0 {
+			if err := b.upload(ctx, c, pod.Name, af); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		detail := err.Error()
+		if tail != "" {
+			detail += "; it printed: " + tail
+		}
+		if code == 126 || code == 127 {
+			detail += fmt.Sprintf(" (exit %d: the image needs /bin/sh, and %s must allow executing files)", code, hermesDir)
+		}
+		return nil, fmt.Errorf("start the sandbox helper in pod %s: %s: %w", pod.Name, detail, sandbox.ErrUnavailable)
+	}
+}
+
+// upload copies the helper into the pod's own emptyDir through one exec's stdin.
+func (b *Backend) upload(ctx context.Context, c *conn, pod string, af *agentFile) error {
+	f, err := os.Open(af.host)
+	if err != nil {
+		return fmt.Errorf("the sandbox helper: %w (%w)", err, sandbox.ErrUnavailable)
+	}
+	defer f.Close()
+	start := time.Now()
+	dir, tmp := filepath.Dir(af.remote), af.remote+".part"
+	script := "set -e; mkdir -p " + dir + "; cat >" + tmp + "; chmod 755 " + tmp + "; mv -f " + tmp + " " + af.remote
+	ex, err := b.executor(c, pod, []string{"/bin/sh", "-c", script}, true)
+	if err != nil {
+		return err
+	}
+	var stderr tailWriter
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: f, Stdout: io.Discard, Stderr: &stderr})
+	if err != nil {
+		return fmt.Errorf("upload the sandbox helper to pod %s: %v %s: %w", pod, err, stderr.String(), sandbox.ErrUnavailable)
+	}
+	b.log.Debug("uploaded the helper", "pod", pod, "took", time.Since(start))
+	return nil
+}
+
+// attach runs argv as a long-lived exec and speaks the helper protocol over its stdio. When
+// the helper does not start, it returns the exec's exit code (or -1) and what it printed.
+func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string) (*agent.Client, int, string, error) {
+	ex, err := b.executor(c, pod, argv, true)
+	if err != nil {
+		return nil, -1, "", err
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	tail := &tailWriter{}
+	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	var streamErr error
+	go func() {
+		defer close(done)
+		streamErr = ex.StreamWithContext(streamCtx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: tail})
+		if streamErr == nil {
+			outW.CloseWithError(io.EOF)
+		} else {
+			outW.CloseWithError(streamErr)
+		}
+		inR.CloseWithError(io.ErrClosedPipe)
+	}()
+	var once sync.Once
+	closeFn := func() error {
+		once.Do(func() {
+			inW.Close() // EOF: the helper ends, killing what still runs
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
+			cancel()
+			outR.Close()
+			<-done
+		})
+		return nil
+	}
+	client, err := agent.NewClient(ctx, outR, inW, closeFn)
+	if err != nil {
+		closeFn()
+		code := -1
+		var ee utilexec.ExitError
+		if errors.As(streamErr, &ee) {
+			code = ee.ExitStatus()
+		}
+		if streamErr != nil && code == -1 {
+			err = streamErr
+		}
+		return nil, code, tail.String(), err
+	}
+	return client, 0, "", nil
+}
+
+// tailWriter keeps the last 2 KiB written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2048 {
+		t.buf = t.buf[len(t.buf)-2048:]
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+var (
+	_ sandbox.Session    = (*session)(nil)
+	_ sandbox.JobRunner  = (*session)(nil)
+	_ sandbox.FileSystem = (*session)(nil)
+	_ sandbox.Terminal   = (*session)(nil)
+)

@@ -1,0 +1,86 @@
+package kubernetes
+
+import (
+	"context"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// The warm pool (kubernetes.pool_size): ready pods labelled hermes-sandbox/pool=ready, of this
+// scope and spec, that a new session takes over by relabelling (an update guarded by the
+// pod's resourceVersion, so two sessions never take the same pod), instead of waiting for
+// scheduling and image start.
+
+func (b *Backend) poolSelector() string {
+	return labels.SelectorFromSet(labels.Set{labelScope: b.scope.ID(), labelPool: "ready"}).String()
+}
+
+// claim takes a running pool pod for session, or returns nil when none is ready.
+func (b *Backend) claim(ctx context.Context, c *conn, session string) (*corev1.Pod, error) {
+	pods := c.api.pods(c.namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: b.poolSelector()})
+	if err != nil {
+		return nil, b.mapErr("list pool", session, err)
+	}
+	want := b.Pod("", "").Spec.Containers[0].Image
+	for i := range list.Items {
+		p := list.Items[i].DeepCopy()
+		if ended(p) || p.Status.Phase != corev1.PodRunning || p.Spec.Containers[0].Image != want {
+			continue
+		}
+		l := maps.Clone(p.Labels)
+		delete(l, labelPool)
+		maps.Copy(l, b.labels(session))
+		p.Labels = l
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		maps.Copy(p.Annotations, b.annotations(session))
+		got, err := pods.Update(ctx, p.Name, p, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue // another session took it first
+		}
+		if err != nil {
+			return nil, b.mapErr("claim pool pod", session, err)
+		}
+		b.log.Debug("took a warm pod", "session", session, "pod", got.Name)
+		b.refill(ctx, c)
+		return got, nil
+	}
+	b.refill(ctx, c)
+	return nil, nil
+}
+
+// refill creates pool pods until kubernetes.pool_size are alive, and deletes ended ones.
+// Failures are logged: the pool is an optimisation.
+func (b *Backend) refill(ctx context.Context, c *conn) {
+	pods := c.api.pods(c.namespace)
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: b.poolSelector()})
+	if err != nil {
+		b.log.Debug("pool: list", "err", err)
+		return
+	}
+	alive := 0
+	zero := int64(0)
+	for _, p := range list.Items {
+		if ended(&p) {
+			if p.DeletionTimestamp == nil {
+				pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+			continue
+		}
+		alive++
+	}
+	for ; alive < b.cfg.PoolSize; alive++ {
+		pod := b.Pod("", "")
+		pod.GenerateName = "hermes-" + b.scope.ID() + "-pool-"
+		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			b.log.Warn("pool: could not create a warm pod", "err", b.admissionErr("create pool pod", "", err))
+			return
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package kubernetes
+
+import (
+	"context"
+
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// Records: one file per session on this machine holding its pod's UID, so a later process
+// can tell "first pod" from "the pod was lost" (environment_recreated).
+
+func (b *Backend) recordPath(session string) string {
+	return filepath.Join(b.opts.StateDir, "kubernetes", "sessions", session)
+}
+
+func (b *Backend) readRecord(session string) types.UID {
+	data, err := os.ReadFile(b.recordPath(session))
+	if err != nil {
+		return ""
+	}
+	return types.UID(strings.TrimSpace(string(data)))
+}
+
+func (b *Backend) writeRecord(session string, uid types.UID) {
+	p := b.recordPath(session)
+	if b.readRecord(session) == uid {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		b.log.Warn("cannot record the session's pod", "err", err)
+		return
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(uid), 0o600); err == nil {
+		err = os.Rename(tmp, p)
+		if err != nil {
+			b.log.Warn("cannot record the session's pod", "err", err)
+		}
+	}
+}
+
+// Sessions lists this state directory's sessions, on whatever nodes their pods run.
+func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
+	c, err := b.cluster()
+	if err != nil {
+		return nil, err
+	}
+	sel := labels.SelectorFromSet(labels.Set{labelOurs: "1", labelScope: b.scope.ID()}).String()
+	list, err := c.api.pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, b.mapErr("list", "", err)
+	}
+	var out []sandbox.SessionInfo
+	for _, p := range list.Items {
+		name := p.Annotations[annoSession]
+		if name == "" || sandbox.ValidateSessionName(name) != nil || p.Labels[labelSession] != b.sessionHash(name) {
+			continue // a pool pod, or not ours
+		}
+		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: c.namespace + "/" + p.Name, State: podState(&p), Created: p.CreationTimestamp.Time}
+		if t, err := time.Parse(time.RFC3339, p.Annotations[annoUsed]); err == nil {
+			info.Used = t
+		}
+		if p.Spec.NodeName != "" {
+			info.Mode = "node " + p.Spec.NodeName
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func podState(p *corev1.Pod) string {
+	switch {
+	case p.DeletionTimestamp != nil:
+		return "terminating"
+	case p.Status.Phase == corev1.PodRunning:
+		return "running"
+	case p.Status.Phase == corev1.PodPending:
+		return "pending"
+	}
+	s := strings.ToLower(string(p.Status.Phase))
+	if p.Status.Reason != "" {
+		s += " (" + p.Status.Reason + ")"
+	}
+	return s
+}
+
+// Remove deletes the session's pod (or Sandbox) and forgets the session.
+func (b *Backend) Remove(ctx context.Context, name string) error {
+	if err := sandbox.ValidateSessionName(name); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
+	}
+	defer sandbox.RemoveSpills(b.spillDir, name)
+	c, err := b.cluster()
+	if err != nil {
+		return err
+	}
+	found := false
+	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
+		err := c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Delete(ctx, b.podName(name), metav1.DeleteOptions{})
+		if err == nil {
+			found = true
+		} else if !apierrors.IsNotFound(err) {
+			return b.mapErr("remove", name, err)
+		}
+	}
+	sel := labels.SelectorFromSet(labels.Set{labelScope: b.scope.ID(), labelSession: b.sessionHash(name)}).String()
+	list, err := c.api.pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return b.mapErr("remove", name, err)
+	}
+	for i := range list.Items {
+		found = true
+		if err := b.deleteNow(ctx, c, &list.Items[i]); err != nil {
+			return err
+		}
+	}
+	os.Remove(b.recordPath(name))
+	if !found {
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no pod for session %q in namespace %s: %w", name, c.namespace, sandbox.ErrNotFound)}
+	}
+	return nil
+}
+
+// idleDefault is how long gc lets a session's pod sit unused when gc --idle does not say.
+const idleDefault = time.Hour
+
+// Collect removes this scope's pods that have ended, that sat unused past the idle timeout,
+// and warm pods beyond kubernetes.pool_size. Other scopes' pods and objects without our
+// labels are never touched.
+func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
+	var rep sandbox.GCReport
+	idle := idleDefault
+	if opts.IdleTimeout > 0 {
+		idle = opts.IdleTimeout
+	}
+	c, err := b.cluster()
+	if err != nil {
+		return rep, err
+	}
+	sel := labels.SelectorFromSet(labels.Set{labelOurs: "1", labelScope: b.scope.ID()}).String()
+	list, err := c.api.pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return rep, b.mapErr("gc", "", err)
+	}
+	pool := 0
+	for i := range list.Items {
+		p := &list.Items[i]
+		item := sandbox.GCItem{Kind: "pod", Name: c.namespace + "/" + p.Name}
+		if s := p.Annotations[annoSession]; s != "" {
+			item.Name += " (session " + s + ")"
+		}
+		used, uerr := time.Parse(time.RFC3339, p.Annotations[annoUsed])
+		switch {
+		case ended(p):
+			item.Reason = "ended: " + podState(p)
+		case p.Labels[labelPool] == "ready":
+			pool++
+			if pool <= b.cfg.PoolSize {
+				item.Reason = "warm pool"
+				rep.Kept = append(rep.Kept, item)
+				continue
+			}
+			item.Reason = fmt.Sprintf("warm pod beyond kubernetes.pool_size %d", b.cfg.PoolSize)
+		case uerr == nil && time.Since(used) > idle:
+			item.Reason = fmt.Sprintf("idle for %s (gc idle timeout %s)", time.Since(used).Round(time.Second), idle)
+		default:
+			item.Reason = "in use"
+			rep.Kept = append(rep.Kept, item)
+			continue
+		}
+		if !opts.DryRun {
+			if err := b.deleteNow(ctx, c, p); err != nil {
+				return rep, err
+			}
+			if s := p.Annotations[annoSession]; s != "" && b.cfg.Mode == config.KubernetesModeAgentSandbox {
+				c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			}
+		}
+		rep.Removed = append(rep.Removed, item)
+	}
+	return rep, nil
+}
+
+// permission is one access the backend needs, checked with a SelfSubjectAccessReview.
+type permission struct {
+	verb, group, resource, subresource string
+}
+
+func (p permission) String() string {
+	r := p.resource
+	if p.subresource != "" {
+		r += "/" + p.subresource
+	}
+	if p.group != "" {
+		r += "." + p.group
+	}
+	return p.verb + " " + r
+}
+
+func (b *Backend) permissions() []permission {
+	ps := []permission{
+		{"create", "", "pods", ""}, {"get", "", "pods", ""}, {"list", "", "pods", ""},
+		{"delete", "", "pods", ""}, {"patch", "", "pods", ""}, {"create", "", "pods", "exec"},
+	}
+	if !b.cfg.NetworkEnabled {
+		ps = append(ps, permission{"create", "networking.k8s.io", "networkpolicies", ""})
+	}
+	if b.cfg.PoolSize > 0 {
+		ps = append(ps, permission{"update", "", "pods", ""})
+	}
+	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
+		ps = append(ps, permission{"create", "agents.x-k8s.io", "sandboxes", ""}, permission{"delete", "agents.x-k8s.io", "sandboxes", ""})
+	}
+	return ps
+}
+
+// Check proves the cluster answers, reports its version, and checks with
+// SelfSubjectAccessReviews that the credentials may do what sessions need, naming what is
+// missing.
+func (b *Backend) Check(ctx context.Context) error {
+	c, err := b.cluster()
+	if err != nil {
+		return err
+	}
+	v, err := c.api.serverVersion(ctx)
+	if err != nil {
+		return &sandbox.Error{Backend: Name, Op: "check", ID: c.server, Err: b.classify(err)}
+	}
+	b.mu.Lock()
+	b.version = v.GitVersion
+	b.mu.Unlock()
+	var missing []string
+	for _, p := range b.permissions() {
+		ssar := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
+			Namespace: c.namespace, Verb: p.verb, Group: p.group, Resource: p.resource, Subresource: p.subresource,
+		}}}
+		res, err := c.api.selfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
+		if err != nil {
+			return &sandbox.Error{Backend: Name, Op: "check access", ID: p.String(), Err: b.classify(err)}
+		}
+		if !res.Status.Allowed {
+			missing = append(missing, p.String())
+		}
+	}
+	if len(missing) > 0 {
+		return &sandbox.Error{Backend: Name, Op: "check access", ID: c.namespace, Err: fmt.Errorf(
+			"the credentials (%s) may not %s in namespace %s; grant them with a Role and RoleBinding (README: Kubernetes), or pick another kubernetes.namespace: %w",
+			c.source, strings.Join(missing, ", "), c.namespace, sandbox.ErrDenied)}
+	}
+	if err := b.checkRuntimeClass(ctx, c); err != nil {
+		return err
+	}
+	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
+		if _, err := c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return &sandbox.Error{Backend: Name, Op: "check", ID: "agent-sandbox", Err: fmt.Errorf("kubernetes.mode is agent-sandbox but the cluster serves no agents.x-k8s.io/v1beta1 Sandbox; install agent-sandbox or set kubernetes.mode pod: %w", sandbox.ErrInvalidConfig)}
+			}
+			if !apierrors.IsForbidden(err) {
+				return b.mapErr("check", "agent-sandbox", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Describe says which cluster, namespace and credentials are used, for doctor.
+func (b *Backend) Describe() string {
+	if b.connErr != nil {
+		return "no cluster: " + b.connErr.Error()
+	}
+	b.mu.Lock()
+	v := b.version
+	b.mu.Unlock()
+	s := "cluster " + b.conn.server
+	if v != "" {
+		s += " (Kubernetes " + v + ")"
+	}
+	s += ", namespace " + b.conn.namespace + ", credentials from " + b.conn.source + ", mode " + string(b.cfg.Mode)
+	if !b.cfg.NetworkEnabled {
+		s += "; the deny-all egress NetworkPolicy is enforced only by a NetworkPolicy-capable CNI (Calico, Cilium, …)"
+	}
+	return s
+}
+
+// Warnings lists settings that weaken isolation.
+func (b *Backend) Warnings() []string {
+	var w []string
+	if b.cfg.NetworkEnabled {
+		w = append(w, "kubernetes.network_enabled is true: pods reach whatever the cluster network reaches")
+	}
+	if b.cfg.RuntimeClass == "" {
+		w = append(w, "kubernetes.runtime_class is unset: pods share the node's kernel (gvisor or kata isolate more)")
+	}
+	return w
+}
+
+// Egress says what is enforced about outbound connections.
+func (b *Backend) Egress() sandbox.EgressReport {
+	if b.cfg.NetworkEnabled {
+		return sandbox.EgressReport{Status: sandbox.EgressOpen,
+			Detail: "open: kubernetes.network_enabled is true, pods reach what the cluster network reaches; host-name allowlists are not available on kubernetes yet"}
+	}
+	return sandbox.EgressReport{Status: sandbox.EgressNone, AppliesShared: true,
+		Detail: "none, provider-enforced: a deny-all egress NetworkPolicy selects the pods (DNS included); it holds only where the cluster's CNI enforces NetworkPolicy"}
+}
+
+// SetupHint says which cluster the kubeconfig points at.
+func (b *Backend) SetupHint() string {
+	if b.connErr != nil {
+		return "No cluster found: " + b.connErr.Error()
+	}
+	return "Found a cluster at " + b.conn.server + " (from " + b.conn.source + "), namespace " + b.conn.namespace + "."
+}
+
+var (
+	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.Collector      = (*Backend)(nil)
+	_ sandbox.Checker        = (*Backend)(nil)
+	_ sandbox.Warner         = (*Backend)(nil)
+	_ sandbox.EgressReporter = (*Backend)(nil)
+)

@@ -1,0 +1,153 @@
+package kubernetes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// offline is a backend whose kubeconfig points at a closed loopback port: enough for what
+// contacts nobody.
+func offline(t *testing.T, mut func(*config.Config)) *Backend {
+	t.Helper()
+	home := t.TempDir()
+	kc := filepath.Join(home, ".kube", "config")
+	os.MkdirAll(filepath.Dir(kc), 0o700)
+	os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: team-a}}, {name: other, context: {cluster: c, user: u}}]
+current-context: ctx
+`), 0o600)
+	cfg := config.NewConfig()
+	if mut != nil {
+		mut(cfg)
+	}
+	b, err := NewWith(cfg.Kubernetes, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: []string{"HOME=" + home}}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestPodHardened: the pod spec carries every setting of the restricted profile and the
+// configured extras; TestAdmission proves a real API server accepts it.
+func TestPodHardened(t *testing.T) {
+	b := offline(t, func(c *config.Config) {
+		c.Kubernetes.RunAsUser = 4242
+		c.Kubernetes.RuntimeClass = "gvisor"
+		c.Kubernetes.CPU, c.Kubernetes.Memory = 0.5, 256*config.Mebibyte
+		c.Kubernetes.NodeSelector = map[string]string{"pool": "agents"}
+		c.Kubernetes.Tolerations = []string{"dedicated=agents:NoSchedule"}
+		c.Kubernetes.MaxLifetime = 2 * time.Hour
+	})
+	if b.namespace() != "team-a" {
+		t.Errorf("namespace = %q, want the context's team-a", b.namespace())
+	}
+	p := b.Pod("my.session_1", b.podName("my.session_1"))
+	s := p.Spec
+	c := s.Containers[0].SecurityContext
+	switch {
+	case *s.SecurityContext.RunAsNonRoot != true || *s.SecurityContext.RunAsUser != 4242 || *c.RunAsUser != 4242:
+		t.Error("not non-root 4242")
+	case !*c.ReadOnlyRootFilesystem || *c.AllowPrivilegeEscalation || *c.Privileged:
+		t.Error("root filesystem writable or escalation allowed")
+	case len(c.Capabilities.Drop) != 1 || c.Capabilities.Drop[0] != "ALL" || len(c.Capabilities.Add) != 0:
+		t.Errorf("capabilities = %+v", c.Capabilities)
+	case c.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Error("seccomp")
+	case *s.AutomountServiceAccountToken || *s.EnableServiceLinks:
+		t.Error("service account token or service links")
+	case *s.ActiveDeadlineSeconds != 7200 || s.RestartPolicy != corev1.RestartPolicyNever:
+		t.Errorf("lifetime %d restart %s", *s.ActiveDeadlineSeconds, s.RestartPolicy)
+	case *s.RuntimeClassName != "gvisor" || s.NodeSelector["pool"] != "agents":
+		t.Error("runtime class or node selector")
+	case len(s.Tolerations) != 1 || s.Tolerations[0].Key != "dedicated" || s.Tolerations[0].Operator != "Equal" || s.Tolerations[0].Effect != "NoSchedule":
+		t.Errorf("tolerations = %+v", s.Tolerations)
+	}
+	for _, v := range s.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.IsZero() {
+			t.Errorf("volume %s is not a size-limited emptyDir", v.Name)
+		}
+	}
+	lim := s.Containers[0].Resources.Limits
+	if lim.Cpu().MilliValue() != 500 || lim.Memory().Value() != 256<<20 {
+		t.Errorf("limits = %v", lim)
+	}
+	if p.Labels[labelOurs] != "1" || p.Labels[labelSession] == "" || p.Labels[labelOwner] == "" || p.Annotations[annoSession] != "my.session_1" {
+		t.Errorf("labels %v annotations %v", p.Labels, p.Annotations)
+	}
+	if p.Labels[labelEgress] != "deny" {
+		t.Error("a pod without network must be selected by the deny-all policy")
+	}
+	np := b.NetworkPolicy()
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Egress" || len(np.Spec.Egress) != 0 {
+		t.Errorf("policy = %+v", np.Spec)
+	}
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if p.Labels[k] != v {
+			t.Errorf("the policy's selector %s=%s does not select the pod", k, v)
+		}
+	}
+}
+
+func TestPodNames(t *testing.T) {
+	b := offline(t, nil)
+	dns := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	seen := map[string]string{}
+	for _, s := range []string{"a", "A", "my.session_1", "x-", strings.Repeat("Long", 15), "9_9", "x.", "x_"} {
+		n := b.podName(s)
+		if !dns.MatchString(n) || len(n) > 63 {
+			t.Errorf("podName(%q) = %q: not a DNS label", s, n)
+		}
+		if other, dup := seen[n]; dup {
+			t.Errorf("podName(%q) = podName(%q) = %q", s, other, n)
+		}
+		seen[n] = s
+	}
+}
+
+// TestKubeconfigErrors: a missing cluster configuration or context is a clear error at first
+// use, never a silent fallback.
+func TestKubeconfigErrors(t *testing.T) {
+	cfg := config.NewConfig()
+	b, err := NewWith(cfg.Kubernetes, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: t.TempDir(), Environ: []string{"HOME=" + t.TempDir()}}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Open(t.Context(), "s")
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "no cluster configured") {
+		t.Errorf("no kubeconfig: Open = %v", err)
+	}
+	if err := b.Check(t.Context()); err == nil || !strings.Contains(err.Error(), "kubernetes.kubeconfig") {
+		t.Errorf("no kubeconfig: Check = %v", err)
+	}
+
+	b = offline(t, func(c *config.Config) { c.Kubernetes.Context = "nope" })
+	if _, err := b.Open(t.Context(), "s"); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), `kubernetes.context "nope"`) {
+		t.Errorf("unknown context: Open = %v", err)
+	}
+	b = offline(t, func(c *config.Config) { c.Kubernetes.Context, c.Kubernetes.Namespace = "other", "" })
+	if b.namespace() != "default" {
+		t.Errorf("a context without a namespace: namespace = %q, want default", b.namespace())
+	}
+	b = offline(t, func(c *config.Config) { c.Kubernetes.Kubeconfig = "/nonexistent/kubeconfig" })
+	if _, err := b.Open(t.Context(), "s"); !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("missing kubeconfig file: Open = %v", err)
+	}
+	// Unreachable: Check says so, naming the server.
+	b = offline(t, nil)
+	if err := b.Check(t.Context()); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("unreachable: Check = %v", err)
+	}
+}
