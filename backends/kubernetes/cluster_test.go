@@ -1,21 +1,303 @@
 package kubernetes
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv/kubeapi"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// TestFirstCommand: a session's first command makes a pod, uploads the helper and runs.
+// sessionPods lists the pods of b's session name as the API server has them.
+func (c *cluster) sessionPods(t *testing.T, b *Backend, session string) []corev1.Pod {
+	t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{labelScope: b.scope.ID(), labelSession: b.sessionHash(session)}).String()
+	list, err := c.api.Client.CoreV1().Pods(c.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// TestFirstCommand: a session's first command makes a pod that the API server admits under
+// the restricted profile, uploads the helper and runs as the configured non-root user.
 func TestFirstCommand(t *testing.T) {
 	c := newCluster(t)
 	b := c.backend(t, "", nil)
 	sess := testenv.Open(t, b, "first")
-	start := time.Now()
-	res := testenv.Run(t, sess, "echo hi; id -u; pwd")
-	t.Logf("first command took %s", time.Since(start))
-	if res.Stdout != "hi\n1000\n/workspace\n" {
+	res := testenv.Run(t, sess, "echo hi; id -u; pwd; touch /etc/x 2>/dev/null || echo ro; ls /var/run/secrets/kubernetes.io 2>/dev/null | wc -l")
+	if res.Stdout != "hi\n1000\n/workspace\nro\n0\n" {
+		t.Errorf("stdout = %q; want hi, uid 1000, /workspace, a read-only root and no service-account token", res.Stdout)
+	}
+	pods := c.sessionPods(t, b, "first")
+	if len(pods) != 1 {
+		t.Fatalf("%d pods for the session, want 1", len(pods))
+	}
+	p := pods[0]
+	if p.Spec.SecurityContext.RunAsUser == nil || *p.Spec.SecurityContext.RunAsUser != 1000 || p.Labels[labelOurs] != "1" || p.Annotations[annoSession] != "first" {
+		t.Errorf("pod as stored: %+v %v %v", p.Spec.SecurityContext, p.Labels, p.Annotations)
+	}
+}
+
+// TestAdmissionErrors: what the API server refuses is reported with its own message and a fix.
+func TestAdmissionErrors(t *testing.T) {
+	c := newCluster(t)
+	ctx := testenv.Ctx(t, time.Minute)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceLimitsMemory: resource.MustParse("64Mi")}}}
+	q, err := c.api.Client.CoreV1().ResourceQuotas(c.ns).Create(ctx, quota, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No quota controller runs here: write the status it would (nothing used yet), which the
+	// API server's quota admission then enforces.
+	q.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceLimitsMemory: resource.MustParse("0")}}
+	if _, err := c.api.Client.CoreV1().ResourceQuotas(c.ns).UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.Memory = 256 * config.Mebibyte })
+	sess := testenv.Open(t, b, "big")
+	_, err = sess.Exec(ctx, sandbox.Command{Script: "true"})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "exceeded quota") || !strings.Contains(err.Error(), "fix: a ResourceQuota") {
+		t.Errorf("over quota: %v; want the API server's message and a fix", err)
+	}
+	if err := c.api.Client.CoreV1().ResourceQuotas(c.ns).Delete(ctx, "small", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	b = c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.RuntimeClass = "kata" })
+	_, err = testenv.Open(t, b, "rc").Exec(ctx, sandbox.Command{Script: "true"})
+	if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), `no such RuntimeClass (it has: `+kubeapi.RuntimeClass+`)`) {
+		t.Errorf("missing RuntimeClass: %v", err)
+	}
+	if err := b.Check(ctx); err == nil || !strings.Contains(err.Error(), "kata") {
+		t.Errorf("doctor with a missing RuntimeClass: %v", err)
+	}
+	b = c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.RuntimeClass = kubeapi.RuntimeClass })
+	res := testenv.Run(t, testenv.Open(t, b, "gvisor"), "echo ok")
+	if res.Stdout != "ok\n" {
+		t.Errorf("with RuntimeClass %s: %q", kubeapi.RuntimeClass, res.Stdout)
+	}
+	if p := c.sessionPods(t, b, "gvisor"); len(p) != 1 || p[0].Spec.RuntimeClassName == nil || *p[0].Spec.RuntimeClassName != kubeapi.RuntimeClass {
+		t.Errorf("the pod does not name the RuntimeClass")
+	}
+}
+
+// TestDoctorRBAC: Check names each permission the credentials lack, from
+// SelfSubjectAccessReviews, and passes for credentials that have them.
+func TestDoctorRBAC(t *testing.T) {
+	c := newCluster(t)
+	ctx := testenv.Ctx(t, time.Minute)
+	limited := c.node.Kubeconfig(t, c.api.LimitedToken, c.ns)
+	b := c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.Kubeconfig = limited })
+	err := b.Check(ctx)
+	if !errors.Is(err, sandbox.ErrDenied) {
+		t.Fatalf("Check with no RBAC = %v; want ErrDenied", err)
+	}
+	for _, want := range []string{"create pods,", "delete pods", "create pods/exec", "create networkpolicies.networking.k8s.io", "namespace " + c.ns} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Check = %v; does not name %q", err, want)
+		}
+	}
+	_, err = testenv.Open(t, b, "s").Exec(ctx, sandbox.Command{Script: "true"})
+	if !errors.Is(err, sandbox.ErrDenied) {
+		t.Errorf("a command with no RBAC = %v; want ErrDenied", err)
+	}
+	b = c.backend(t, "", nil)
+	if err := b.Check(ctx); err != nil {
+		t.Errorf("Check as admin = %v", err)
+	}
+	if d := b.Describe(); !strings.Contains(d, "namespace "+c.ns) || !strings.Contains(d, "(Kubernetes v") || !strings.Contains(d, "NetworkPolicy-capable CNI") {
+		t.Errorf("Describe = %q", d)
+	}
+}
+
+// TestRecreated: a pod that was evicted, or deleted, is recreated on the next command, which
+// reports environment_recreated, also in a new process (backend) with the same state
+// directory; state inside the old pod is gone.
+func TestRecreated(t *testing.T) {
+	c := newCluster(t)
+	state := t.TempDir()
+	b := c.backend(t, state, nil)
+	sess := testenv.Open(t, b, "phoenix")
+	if res := testenv.Run(t, sess, "cd /tmp && export HERMES_P=1 && touch /workspace/mark"); res.EnvironmentRecreated {
+		t.Error("the first command reports environment_recreated")
+	}
+	old := c.sessionPods(t, b, "phoenix")[0]
+	if err := c.node.KillPod(c.ns, old.Name); err != nil {
+		t.Fatal(err)
+	}
+	res := testenv.Run(t, sess, `echo "$PWD ${HERMES_P:-unset}"; ls /workspace`)
+	if !res.EnvironmentRecreated || res.Stdout != "/workspace unset\n" {
+		t.Errorf("after eviction: recreated=%v stdout=%q; want a fresh environment", res.EnvironmentRecreated, res.Stdout)
+	}
+	pods := c.sessionPods(t, b, "phoenix")
+	if len(pods) != 1 || pods[0].UID == old.UID {
+		t.Fatalf("after eviction: %d pods, want one new pod", len(pods))
+	}
+	sess.Close()
+
+	// Deleted while no process held the session: the next process notices.
+	zero := int64(0)
+	if err := c.api.Client.CoreV1().Pods(c.ns).Delete(t.Context(), pods[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	b2 := c.backend(t, state, nil)
+	res = testenv.Run(t, testenv.Open(t, b2, "phoenix"), "echo again")
+	if !res.EnvironmentRecreated || res.Stdout != "again\n" {
+		t.Errorf("deleted pod, new process: recreated=%v stdout=%q", res.EnvironmentRecreated, res.Stdout)
+	}
+	// A session removed on purpose starts fresh without the flag.
+	if err := b2.Remove(t.Context(), "phoenix"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Remove(t.Context(), "phoenix"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("second Remove = %v; want ErrNotFound", err)
+	}
+	if res := testenv.Run(t, testenv.Open(t, c.backend(t, state, nil), "phoenix"), "true"); res.EnvironmentRecreated {
+		t.Error("a removed session's next command reports environment_recreated")
+	}
+}
+
+// TestNetwork: without kubernetes.network_enabled the deny-all egress policy exists and
+// selects the pod (the fake node, like a NetworkPolicy-enforcing CNI, leaves it only lo); with
+// it, the pod is not selected.
+func TestNetwork(t *testing.T) {
+	c := newCluster(t)
+	b := c.backend(t, "", nil)
+	res := testenv.Run(t, testenv.Open(t, b, "closed"), "ls /sys/class/net | tr '\\n' ' '")
+	if res.Stdout != "lo " {
+		t.Errorf("interfaces with the deny-all policy: %q; want only lo", res.Stdout)
+	}
+	np, err := c.api.Client.NetworkingV1().NetworkPolicies(c.ns).Get(t.Context(), b.policyName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the deny-all policy: %v", err)
+	}
+	if len(np.Spec.Egress) != 0 || len(np.Spec.PolicyTypes) != 1 {
+		t.Errorf("policy spec = %+v", np.Spec)
+	}
+	if e := b.Egress(); e.Status != sandbox.EgressNone {
+		t.Errorf("Egress() = %+v", e)
+	}
+	open := c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.NetworkEnabled = true })
+	res = testenv.Run(t, testenv.Open(t, open, "open"), "ls /sys/class/net | grep -c -v '^lo$'")
+	if strings.TrimSpace(res.Stdout) == "0" {
+		t.Errorf("with network_enabled the pod has no interface but lo")
+	}
+	if p := c.sessionPods(t, open, "open"); p[0].Labels[labelEgress] != "" {
+		t.Errorf("a pod with network_enabled is selected by the deny-all policy")
+	}
+}
+
+// TestAgentSandboxMode: with the agent-sandbox CRDs, a session is an agents.x-k8s.io Sandbox
+// whose controller makes the pod; Remove deletes the Sandbox. Without the CRDs the error says
+// how to fix it.
+func TestAgentSandboxMode(t *testing.T) {
+	c := newCluster(t)
+	ctx := testenv.Ctx(t, 2*time.Minute)
+	b := c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.Mode = config.KubernetesModeAgentSandbox })
+	if _, err := c.api.Client.Discovery().ServerResourcesForGroupVersion(sandboxGVR.GroupVersion().String()); err != nil {
+		_, err := testenv.Open(t, b, "nocrd").Exec(ctx, sandbox.Command{Script: "true"})
+		if !errors.Is(err, sandbox.ErrInvalidConfig) || !strings.Contains(err.Error(), "install agent-sandbox") {
+			t.Errorf("agent-sandbox mode without the CRDs: %v", err)
+		}
+	}
+	c.api.InstallCRDs(t, "crds")
+	res := testenv.Run(t, testenv.Open(t, b, "claimed"), "echo in-sandbox; id -u")
+	if res.Stdout != "in-sandbox\n1000\n" {
 		t.Errorf("stdout = %q", res.Stdout)
+	}
+	sb, err := c.api.Dynamic.Resource(sandboxGVR).Namespace(c.ns).Get(ctx, b.podName("claimed"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Sandbox: %v", err)
+	}
+	if img, _, _ := unstructuredString(sb.Object, "spec", "podTemplate", "spec", "containers"); img == "" {
+		t.Errorf("the Sandbox has no pod template containers")
+	}
+	if err := b.Remove(ctx, "claimed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.api.Dynamic.Resource(sandboxGVR).Namespace(c.ns).Get(ctx, b.podName("claimed"), metav1.GetOptions{}); err == nil {
+		t.Error("the Sandbox is still there after Remove")
+	}
+}
+
+func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
+	var cur any = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[p]
+	}
+	if l, ok := cur.([]any); ok && len(l) > 0 {
+		return "present", true, nil
+	}
+	return "", false, nil
+}
+
+// TestPoolSessionsGC: a warm pod is handed to a new session and the pool is refilled;
+// sessions are listed; gc removes an ended pod and keeps what is in use, and never touches
+// another state directory's pods.
+func TestPoolSessionsGC(t *testing.T) {
+	c := newCluster(t)
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	b := c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.PoolSize = 1 })
+	testenv.Run(t, testenv.Open(t, b, "one"), "true") // makes its own pod and fills the pool
+	cn, _ := b.cluster()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		list, err := cn.api.pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: b.poolSelector()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 && list.Items[0].Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool has %d pods, none running after a minute", len(list.Items))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	testenv.Run(t, testenv.Open(t, b, "two"), "true")
+	if p := c.sessionPods(t, b, "two"); len(p) != 1 || !strings.Contains(p[0].Name, "-pool-") {
+		t.Errorf("session two did not take the warm pod: %v", p)
+	}
+	infos, err := b.Sessions(ctx)
+	if err != nil || len(infos) != 2 || infos[0].Name != "one" || infos[1].Name != "two" || infos[0].State != "running" {
+		t.Errorf("Sessions = %+v, %v", infos, err)
+	}
+
+	other := c.backend(t, "", nil)
+	testenv.Run(t, testenv.Open(t, other, "theirs"), "true")
+	if err := c.node.KillPod(c.ns, c.sessionPods(t, b, "one")[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := b.Collect(ctx, sandbox.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := ""
+	for _, it := range rep.Removed {
+		removed += it.Name + " (" + it.Reason + ") "
+	}
+	if len(rep.Removed) != 1 || !strings.Contains(removed, "session one") || !strings.Contains(removed, "ended") {
+		t.Errorf("gc removed %q; want only session one's ended pod", removed)
+	}
+	if len(c.sessionPods(t, other, "theirs")) != 1 || len(c.sessionPods(t, b, "two")) != 1 {
+		t.Error("gc removed a pod in use or another state directory's pod")
+	}
+	if rep, _ := b.Collect(ctx, sandbox.GCOptions{IdleTimeout: time.Nanosecond, DryRun: true}); len(rep.Removed) != 1 {
+		t.Errorf("dry-run gc with a tiny idle timeout would remove %+v; want session two only", rep.Removed)
 	}
 }

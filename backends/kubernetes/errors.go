@@ -71,8 +71,8 @@ func (b *Backend) admissionErr(op, id string, err error) error {
 	if fix != "" {
 		e = fmt.Errorf("%w; fix: %s", e, fix)
 	}
-	sentinel := sandbox.ErrInvalidConfig
-	if apierrors.IsForbidden(err) && !strings.Contains(msg, "violates PodSecurity") && !strings.Contains(msg, "exceeded quota") {
+	sentinel := sandbox.ErrInvalidConfig // a setting (or the namespace's policy) to change
+	if strings.HasPrefix(fix, "the credentials") {
 		sentinel = sandbox.ErrDenied
 	}
 	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: fmt.Errorf("%w: %w", e, sentinel)}
