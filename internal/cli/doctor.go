@@ -38,7 +38,7 @@ func (a *app) doctorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report which backends work on this machine, and why not",
-		Long: `Checks each of the seven backends: whether it is usable here and, if not, what is wrong
+		Long: `Checks each of the eight backends: whether it is usable here and, if not, what is wrong
 and what to do. Weakened isolation settings are listed as warnings. Exits non-zero when the
 selected backend is not usable.`,
 		Args: exactArgs(0),
