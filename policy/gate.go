@@ -8,12 +8,17 @@ var gateEnvPrefixes = [...]string{
 	"HERMES_SANDBOX_APPROVALS", "HERMES_SANDBOX_TOOLS", "HERMES_SANDBOX_LOOP", "HERMES_SANDBOX_AUDIT", "HERMES_SANDBOX_CONFIG",
 	// Egress: the network mode and the allowlists.
 	"HERMES_SANDBOX_DOCKER_NETWORK", "HERMES_SANDBOX_DOCKER_EGRESS_ALLOW", "HERMES_SANDBOX_TERMINAL_EGRESS_ALLOW",
+	"HERMES_SANDBOX_KUBERNETES_NETWORK_ENABLED", "HERMES_SANDBOX_MODAL_BLOCK_NETWORK", "HERMES_SANDBOX_MODAL_CIDR_ALLOWLIST",
+	"HERMES_SANDBOX_DAYTONA_NETWORK_BLOCK_ALL", "HERMES_SANDBOX_DAYTONA_NETWORK_ALLOW_LIST", "HERMES_SANDBOX_VERCEL_NETWORK_ALLOW",
 }
 
 // isEgressKey reports whether a config key (lower case) sets the network egress.
 func isEgressKey(key string) bool {
 	switch key {
-	case "docker.network", "docker.network_enabled", "docker.egress_allow", "terminal.egress_allow", "egress_allow", "network":
+	case "docker.network", "docker.network_enabled", "docker.egress_allow", "terminal.egress_allow", "egress_allow", "network",
+		// Every backend's own network switch and allowlist.
+		"kubernetes.network_enabled", "modal.block_network", "modal.cidr_allowlist",
+		"daytona.network_block_all", "daytona.network_allow_list", "vercel.network_allow":
 		return true
 	}
 	return false
@@ -257,7 +262,9 @@ sub:
 				strings.HasPrefix(key, "loop.") || strings.HasPrefix(key, "audit."):
 				a.add(ruleGateConfigChange)
 			case key == "sandbox" || key == "terminal.backend" || key == "terminal_backend" || key == "terminal_env" || key == "docker.privileged" || key == "docker.network_enabled" ||
-				key == "docker.read_only_rootfs" || key == "docker.security_opt" || key == "docker.user" || key == "docker" || key == "terminal":
+				key == "docker.read_only_rootfs" || key == "docker.security_opt" || key == "docker.user" || key == "docker" || key == "terminal" ||
+				key == "kubernetes" || key == "kubernetes.run_as_user" || key == "kubernetes.runtime_class" || key == "kubernetes.kubeconfig" ||
+				key == "kubernetes.context" || key == "kubernetes.namespace":
 				a.add(ruleGateConfigOther)
 			}
 		}
