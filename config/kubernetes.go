@@ -87,9 +87,6 @@ func (v *validator) kubernetes(k *KubernetesConfig) {
 	if k.PoolSize < 0 || k.PoolSize > MaxKubernetesPool {
 		v.failf("kubernetes.pool_size", "must be between 0 and %d, got %d", MaxKubernetesPool, k.PoolSize)
 	}
-	if k.Mode == KubernetesModeAgentSandbox && k.PoolSize > 0 {
-		v.failf("kubernetes.pool_size", "the warm pool works with kubernetes.mode pod; with agent-sandbox, warm pods come from a SandboxWarmPool, which this version does not claim from yet (set pool_size 0)")
-	}
 	if !k.Mode.Valid() {
 		_, err := ParseKubernetesMode(string(k.Mode))
 		v.failf("kubernetes.mode", "%v", err)

@@ -76,7 +76,6 @@ func TestValidate(t *testing.T) {
 		{"kubernetes lifetime", func(c *Config) { c.Kubernetes.MaxLifetime = 1500 * time.Millisecond }, "kubernetes.max_lifetime: must be at least 1m"},
 		{"kubernetes mode", func(c *Config) { c.Kubernetes.Mode = "sandbox" }, "kubernetes.mode"},
 		{"kubernetes pool", func(c *Config) { c.Kubernetes.PoolSize = 65 }, "kubernetes.pool_size"},
-		{"kubernetes pool agent-sandbox", func(c *Config) { c.Kubernetes.PoolSize, c.Kubernetes.Mode = 2, KubernetesModeAgentSandbox }, "SandboxWarmPool"},
 		{"vercel url ok", func(c *Config) { c.Vercel.APIURL = "https://api.vercel.com" }, ""},
 		{"vercel timeout", func(c *Config) { c.Vercel.Timeout = 0 }, "vercel.timeout"},
 		{"vercel no runtime", func(c *Config) { c.Vercel.Runtime = "" }, ""},

@@ -90,6 +90,8 @@ type Backend struct {
 	rcChecked bool   // kubernetes.runtime_class was found on the cluster
 	version   string // the server's, once Check asked
 
+	warmPoolReady bool // the SandboxTemplate and SandboxWarmPool are in place
+
 	spdyOnly atomic.Bool // exec over WebSocket was refused once: use SPDY
 
 	agentMu sync.Mutex

@@ -89,6 +89,9 @@ func (b *Backend) create(ctx context.Context, c *conn, session string) (*corev1.
 		}
 	}
 	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
+		if b.cfg.PoolSize > 0 {
+			return b.createClaim(ctx, c, session)
+		}
 		return b.createSandbox(ctx, c, session)
 	}
 	if b.cfg.PoolSize > 0 {

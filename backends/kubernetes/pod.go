@@ -194,15 +194,11 @@ var sandboxGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: 
 // the same name from spec.podTemplate. Exported for tests.
 func (b *Backend) SandboxObject(session, name string) (*unstructured.Unstructured, error) {
 	pod := b.Pod(session, name)
-	tmpl := map[string]any{
-		"metadata": map[string]any{"labels": pod.Labels, "annotations": pod.Annotations},
-	}
-	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod.Spec)
+	tmpl, err := podTemplate(pod)
 	if err != nil {
 		return nil, err
 	}
-	tmpl["spec"] = spec
-	u := &unstructured.Unstructured{Object: map[string]any{
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "agents.x-k8s.io/v1beta1",
 		"kind":       "Sandbox",
 		"metadata": map[string]any{
@@ -210,10 +206,19 @@ func (b *Backend) SandboxObject(session, name string) (*unstructured.Unstructure
 			"labels": toAny(pod.Labels), "annotations": toAny(pod.Annotations),
 		},
 		"spec": map[string]any{"podTemplate": tmpl},
-	}}
-	// The template's metadata maps must be map[string]any for the unstructured encoder.
-	tmpl["metadata"] = map[string]any{"labels": toAny(pod.Labels), "annotations": toAny(pod.Annotations)}
-	return u, nil
+	}}, nil
+}
+
+// podTemplate is pod's metadata and spec as an agent-sandbox podTemplate.
+func podTemplate(pod *corev1.Pod) (map[string]any, error) {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod.Spec)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"metadata": map[string]any{"labels": toAny(pod.Labels), "annotations": toAny(pod.Annotations)},
+		"spec":     spec,
+	}, nil
 }
 
 func toAny(m map[string]string) map[string]any {

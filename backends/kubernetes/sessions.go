@@ -112,7 +112,12 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	}
 	found := false
 	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
-		err := c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Delete(ctx, b.podName(name), metav1.DeleteOptions{})
+		claimed, err := b.removeClaim(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		found = claimed
+		err = c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Delete(ctx, b.podName(name), metav1.DeleteOptions{})
 		if err == nil {
 			found = true
 		} else if !apierrors.IsNotFound(err) {
@@ -169,6 +174,10 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		switch {
 		case ended(p):
 			item.Reason = "ended: " + podState(p)
+		case p.Labels[labelPool] == "ready" && b.cfg.Mode == config.KubernetesModeAgentSandbox:
+			item.Reason = "warm pool (the SandboxWarmPool's)"
+			rep.Kept = append(rep.Kept, item)
+			continue
 		case p.Labels[labelPool] == "ready":
 			pool++
 			if pool <= b.cfg.PoolSize {
@@ -226,6 +235,12 @@ func (b *Backend) permissions() []permission {
 	}
 	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
 		ps = append(ps, permission{"create", "agents.x-k8s.io", "sandboxes", ""}, permission{"delete", "agents.x-k8s.io", "sandboxes", ""})
+		if b.cfg.PoolSize > 0 {
+			const ext = "extensions.agents.x-k8s.io"
+			ps = append(ps, permission{"create", ext, "sandboxclaims", ""}, permission{"delete", ext, "sandboxclaims", ""},
+				permission{"create", ext, "sandboxtemplates", ""}, permission{"update", ext, "sandboxtemplates", ""},
+				permission{"create", ext, "sandboxwarmpools", ""}, permission{"update", ext, "sandboxwarmpools", ""})
+		}
 	}
 	return ps
 }
