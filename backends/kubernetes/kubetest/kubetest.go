@@ -6,8 +6,8 @@
 // apiserver's authentication and RBAC, and real processes in real containers are all in the path.
 //
 // What it emulates and how faithfully is said where it is done: scheduling (kubelet.go),
-// the pod → container translation (spec.go), exec and its authorization (exec.go, proxy.go) and
-// the Sandbox controller (sandbox.go).
+// the pod → container translation (spec.go), exec and its authorization (exec.go, proxy.go), the
+// Sandbox controller (sandbox.go) and the SandboxWarmPool and SandboxClaim one (warmpool.go).
 package kubetest
 
 import (
@@ -73,6 +73,7 @@ type Node struct {
 	pods    corelisters.PodLister
 	queue   workqueue.TypedRateLimitingInterface[string] // pod keys ns/name
 	sandbox *sandboxController
+	ext     *extController // SandboxTemplate, SandboxWarmPool, SandboxClaim
 
 	mu    sync.Mutex
 	byUID map[types.UID]*podState
@@ -99,7 +100,7 @@ var registry struct {
 }
 
 // StartNode creates opts.Nodes fake Node objects in api, starts the scheduler and kubelet loops
-// and the Sandbox controller, and serves the endpoint. At cleanup it stops them all, removes
+// and the agent-sandbox controllers, and serves the endpoint. At cleanup it stops them all, removes
 // every container it made and deletes its Node objects. It skips the test without a Docker engine.
 func StartNode(t testing.TB, api *kubeapi.Server, opts Options) *Node {
 	t.Helper()
@@ -159,6 +160,8 @@ func StartNode(t testing.TB, api *kubeapi.Server, opts Options) *Node {
 		})
 	}
 	n.sandbox.start(ctx)
+	n.ext = newExtController(n)
+	n.ext.start(ctx)
 	return n
 }
 
@@ -345,6 +348,9 @@ func (n *Node) shutdown() {
 	}
 	if n.sandbox != nil {
 		n.sandbox.queue.ShutDown()
+	}
+	if n.ext != nil {
+		n.ext.queue.ShutDown()
 	}
 	n.wg.Wait()
 	if n.factory != nil {

@@ -5,7 +5,7 @@ package kubetest
 // it, with status.conditions[Ready], nodeName, podIPs and selector mirrored from the pod. There
 // is no garbage collector, so it deletes the pod of a deleted Sandbox itself and completes
 // foreground/orphan deletions. Not emulated: operatingMode Suspended, shutdownTime,
-// volumeClaimTemplates, the Service, warm pools and claims.
+// volumeClaimTemplates, the Service. Warm pools and claims are warmpool.go's.
 
 import (
 	"bytes"
