@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
@@ -252,7 +253,8 @@ func unstructuredString(obj map[string]any, path ...string) (string, bool, error
 func TestPoolSessionsGC(t *testing.T) {
 	c := newCluster(t)
 	ctx := testenv.Ctx(t, 3*time.Minute)
-	b := c.backend(t, "", func(cfg *config.Config) { cfg.Kubernetes.PoolSize = 1 })
+	state := t.TempDir()
+	b := c.backend(t, state, func(cfg *config.Config) { cfg.Kubernetes.PoolSize = 1 })
 	testenv.Run(t, testenv.Open(t, b, "one"), "true") // makes its own pod and fills the pool
 	cn, _ := b.cluster()
 	deadline := time.Now().Add(time.Minute)
@@ -273,6 +275,18 @@ func TestPoolSessionsGC(t *testing.T) {
 	if p := c.sessionPods(t, b, "two"); len(p) != 1 || !strings.Contains(p[0].Name, "-pool-") {
 		t.Errorf("session two did not take the warm pod: %v", p)
 	}
+	// A session whose settings differ (here, a RuntimeClass) never takes a warm pod made
+	// without them (and its refill replaces those).
+	iso := c.backend(t, state, func(cfg *config.Config) {
+		cfg.Kubernetes.PoolSize, cfg.Kubernetes.RuntimeClass = 1, kubeapi.RuntimeClass
+	})
+	testenv.Run(t, testenv.Open(t, iso, "iso"), "true")
+	if p := c.sessionPods(t, iso, "iso"); len(p) != 1 || p[0].Spec.RuntimeClassName == nil || *p[0].Spec.RuntimeClassName != kubeapi.RuntimeClass {
+		t.Errorf("a session with runtime_class %s got a pod without it", kubeapi.RuntimeClass)
+	}
+	if err := iso.Remove(ctx, "iso"); err != nil {
+		t.Fatal(err)
+	}
 	infos, err := b.Sessions(ctx)
 	if err != nil || len(infos) != 2 || infos[0].Name != "one" || infos[1].Name != "two" || infos[0].State != "running" {
 		t.Errorf("Sessions = %+v, %v", infos, err)
@@ -287,12 +301,20 @@ func TestPoolSessionsGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed := ""
+	removed, sessionOne := "", false
 	for _, it := range rep.Removed {
 		removed += it.Name + " (" + it.Reason + ") "
+		switch {
+		case strings.Contains(it.Name, "(session one)") && strings.HasPrefix(it.Reason, "ended"):
+			sessionOne = true
+		case strings.Contains(it.Name, "-pool-") && strings.Contains(it.Reason, "other settings"):
+			// the iso backend's warm pod, made with a RuntimeClass this backend does not use
+		default:
+			t.Errorf("gc removed %s (%s)", it.Name, it.Reason)
+		}
 	}
-	if len(rep.Removed) != 1 || !strings.Contains(removed, "session one") || !strings.Contains(removed, "ended") {
-		t.Errorf("gc removed %q; want only session one's ended pod", removed)
+	if !sessionOne {
+		t.Errorf("gc removed %q; want session one's ended pod among them", removed)
 	}
 	if len(c.sessionPods(t, other, "theirs")) != 1 || len(c.sessionPods(t, b, "two")) != 1 {
 		t.Error("gc removed a pod in use or another state directory's pod")
@@ -300,4 +322,66 @@ func TestPoolSessionsGC(t *testing.T) {
 	if rep, _ := b.Collect(ctx, sandbox.GCOptions{IdleTimeout: time.Nanosecond, DryRun: true}); len(rep.Removed) != 1 {
 		t.Errorf("dry-run gc with a tiny idle timeout would remove %+v; want session two only", rep.Removed)
 	}
+}
+
+// TestAgentSandboxWarmPool: with mode agent-sandbox and a pool, the backend keeps a
+// SandboxTemplate of the hardened pod and a SandboxWarmPool, and each session is a
+// SandboxClaim whose controller hands it a warm Sandbox; the session's pod is found by the
+// labels the claim stamps on it, and removing the session deletes the claim and its pod.
+func TestAgentSandboxWarmPool(t *testing.T) {
+	c := newCluster(t)
+	c.api.InstallCRDs(t, "crds")
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	b := c.backend(t, "", func(cfg *config.Config) {
+		cfg.Kubernetes.Mode, cfg.Kubernetes.PoolSize = config.KubernetesModeAgentSandbox, 2
+	})
+	res := testenv.Run(t, testenv.Open(t, b, "warm"), "echo claimed; id -u")
+	if res.Stdout != "claimed\n1000\n" {
+		t.Errorf("stdout = %q", res.Stdout)
+	}
+	claim, err := c.api.Dynamic.Resource(claimGVR).Namespace(c.ns).Get(ctx, b.podName("warm"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the SandboxClaim: %v", err)
+	}
+	bound, _, _ := unstructuredNested(claim.Object, "status", "sandbox", "name")
+	pods := c.sessionPods(t, b, "warm")
+	if len(pods) != 1 || bound == "" || pods[0].Name != bound {
+		t.Fatalf("the claim is bound to %q; the session's pods: %d", bound, len(pods))
+	}
+	for _, gvr := range []schema.GroupVersionResource{templateGVR, warmPoolGVR} {
+		if _, err := c.api.Dynamic.Resource(gvr).Namespace(c.ns).Get(ctx, b.warmPoolName(), metav1.GetOptions{}); err != nil {
+			t.Errorf("%s: %v", gvr.Resource, err)
+		}
+	}
+	// A second session, and the pool keeps its size.
+	testenv.Run(t, testenv.Open(t, b, "warm2"), "true")
+	if p := c.sessionPods(t, b, "warm2"); len(p) != 1 || p[0].Name == bound {
+		t.Errorf("the second session shares the first's pod")
+	}
+	if err := b.Remove(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(c.sessionPods(t, b, "warm")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the removed session's pod is still there after a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.api.Dynamic.Resource(claimGVR).Namespace(c.ns).Get(ctx, b.podName("warm"), metav1.GetOptions{}); err == nil {
+		t.Error("the claim is still there after Remove")
+	}
+}
+
+func unstructuredNested(obj map[string]any, path ...string) (string, bool, error) {
+	var cur any = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
 }

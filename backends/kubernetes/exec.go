@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
@@ -107,8 +108,12 @@ func (s *session) touch() {
 	}
 }
 
-// gone says an exec failed because the pod (or its container) is no more.
+// gone says an exec failed because the pod (or its container) is no more. The API server
+// says NotFound for a pod; what a kubelet says of a container it no longer runs is only text.
 func gone(err error) bool {
+	if apierrors.IsNotFound(err) {
+		return true
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "not found") || strings.Contains(msg, "container not running") ||
 		strings.Contains(msg, "cannot exec into a container in a completed pod") || strings.Contains(msg, "is not running")
@@ -267,7 +272,7 @@ func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string
 		} else {
 			outW.CloseWithError(streamErr)
 		}
-		inR.CloseWithError(io.ErrClosedPipe)
+		inW.Close() // client-go's stdin copier sees EOF, not an error it would log
 	}()
 	var once sync.Once
 	closeFn := func() error {

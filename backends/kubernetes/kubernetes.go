@@ -18,9 +18,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
@@ -45,6 +48,7 @@ const (
 	labelOwner   = "hermes-sandbox/owner"   // the host that made it
 	labelPool    = "hermes-sandbox/pool"    // "ready" on an unclaimed warm pod
 	labelEgress  = "hermes-sandbox/egress"  // "deny" where the deny-all policy applies
+	labelSpec    = "hermes-sandbox/spec"    // on a warm pod: the hash of the spec it was made with
 
 	annoSession = "hermes-sandbox/session-name"
 	annoCreator = "hermes-sandbox/created-by" // host/pid
@@ -153,6 +157,7 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 		b.passEnv[k] = v
 	}
 	b.conn, b.connErr = connect(cfg, opts)
+	routeKlog(b.log)
 	return b, nil
 }
 
@@ -184,6 +189,12 @@ func connect(cfg config.KubernetesConfig, opts sandbox.FactoryOptions) (*conn, e
 	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	if cfg.Context != "" {
+		if raw, err := cc.RawConfig(); err == nil && raw.Contexts[cfg.Context] == nil {
+			have := slices.Sorted(maps.Keys(raw.Contexts))
+			return nil, fmt.Errorf("kubernetes.context %q: no such context in %s (it has: %s): %w", cfg.Context, source, strings.Join(have, ", "), sandbox.ErrInvalidConfig)
+		}
+	}
 	rc, err := cc.ClientConfig()
 	if err != nil {
 		// No kubeconfig at all: inside a cluster, its service account.
@@ -192,9 +203,6 @@ func connect(cfg config.KubernetesConfig, opts sandbox.FactoryOptions) (*conn, e
 				return finishConn(irc, cfg, inClusterNamespace(), "the in-cluster service account")
 			}
 			return nil, fmt.Errorf("no cluster configured: no kubeconfig (kubernetes.kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a pod; point kubernetes.kubeconfig at one: %w", sandbox.ErrInvalidConfig)
-		}
-		if cfg.Context != "" && strings.Contains(err.Error(), "context") {
-			return nil, fmt.Errorf("kubernetes.context %q: %v (kubectl config get-contexts lists them): %w", cfg.Context, err, sandbox.ErrInvalidConfig)
 		}
 		return nil, fmt.Errorf("kubeconfig from %s: %v: %w", source, err, sandbox.ErrInvalidConfig)
 	}
@@ -328,3 +336,56 @@ var (
 	_ sandbox.Backend   = (*Backend)(nil)
 	_ sandbox.Workspace = (*Backend)(nil)
 )
+
+// klogTarget is where client-go's own log lines (klog, which writes to stderr by default) go:
+// the newest backend's logger, never the user's terminal between a command's output. klog's
+// logger may only be set before any client-go goroutine runs, so it is set once, at init, to
+// a handler that forwards to this.
+var klogTarget atomic.Pointer[slog.Logger]
+
+func init() {
+	klog.SetSlogLogger(slog.New(klogForward{}))
+}
+
+func routeKlog(log *slog.Logger) { klogTarget.Store(log.With("component", "client-go")) }
+
+// klogForward is a slog.Handler passing records to klogTarget (dropping them while unset).
+type klogForward struct {
+	attrs []slog.Attr
+	group string
+}
+
+func (h klogForward) target() slog.Handler {
+	l := klogTarget.Load()
+	if l == nil {
+		return slog.DiscardHandler
+	}
+	t := l.Handler()
+	if h.group != "" {
+		t = t.WithGroup(h.group)
+	}
+	if len(h.attrs) > 0 {
+		t = t.WithAttrs(h.attrs)
+	}
+	return t
+}
+
+func (h klogForward) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.target().Enabled(ctx, l)
+}
+
+func (h klogForward) Handle(ctx context.Context, r slog.Record) error {
+	return h.target().Handle(ctx, r)
+}
+
+func (h klogForward) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return klogForward{attrs: append(slices.Clone(h.attrs), attrs...), group: h.group}
+}
+
+func (h klogForward) WithGroup(name string) slog.Handler {
+	g := name
+	if h.group != "" {
+		g = h.group + "." + name
+	}
+	return klogForward{attrs: h.attrs, group: g}
+}

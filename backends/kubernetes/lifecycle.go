@@ -134,7 +134,7 @@ func (b *Backend) createSandbox(ctx context.Context, c *conn, session string) (*
 	}
 	_, err = c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Create(ctx, obj, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		if apierrors.IsNotFound(err) || strings.Contains(err.Error(), "could not find the requested resource") {
+		if apierrors.IsNotFound(err) { // the server has no such resource
 			return nil, &sandbox.Error{Backend: Name, Op: "create sandbox", ID: session,
 				Err: fmt.Errorf("kubernetes.mode is agent-sandbox but the cluster has no agents.x-k8s.io Sandbox API; install agent-sandbox (github.com/kubernetes-sigs/agent-sandbox) or set kubernetes.mode pod: %w", sandbox.ErrInvalidConfig)}
 		}

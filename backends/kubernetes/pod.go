@@ -36,6 +36,7 @@ func (b *Backend) labels(session string) map[string]string {
 		l[labelSession] = b.sessionHash(session)
 	} else {
 		l[labelPool] = "ready"
+		l[labelSpec] = b.specHash()
 	}
 	if !b.cfg.NetworkEnabled {
 		l[labelEgress] = "deny"

@@ -2,7 +2,11 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +23,26 @@ func (b *Backend) poolSelector() string {
 	return labels.SelectorFromSet(labels.Set{labelScope: b.scope.ID(), labelPool: "ready"}).String()
 }
 
+// specHash names the pod spec a pool pod was made with (image, user, resources, runtime
+// class, placement, lifetime…): a session takes only a warm pod made as its own would be.
+func (b *Backend) specHash() string {
+	data, _ := json.Marshal(b.podSpec())
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// usable says a pool pod may be handed to a session: made with this spec, running, and young
+// enough that most of kubernetes.max_lifetime (counted from its creation) is left.
+func (b *Backend) usable(p *corev1.Pod) bool {
+	return p.Labels[labelSpec] == b.specHash() && !ended(p) && p.Status.Phase == corev1.PodRunning &&
+		time.Since(p.CreationTimestamp.Time) < b.cfg.MaxLifetime/2
+}
+
+// stale says a pool pod will never be handed out and should go.
+func (b *Backend) stale(p *corev1.Pod) bool {
+	return ended(p) || p.Labels[labelSpec] != b.specHash() || time.Since(p.CreationTimestamp.Time) >= b.cfg.MaxLifetime/2
+}
+
 // claim takes a running pool pod for session, or returns nil when none is ready.
 func (b *Backend) claim(ctx context.Context, c *conn, session string) (*corev1.Pod, error) {
 	pods := c.api.pods(c.namespace)
@@ -26,10 +50,9 @@ func (b *Backend) claim(ctx context.Context, c *conn, session string) (*corev1.P
 	if err != nil {
 		return nil, b.mapErr("list pool", session, err)
 	}
-	want := b.Pod("", "").Spec.Containers[0].Image
 	for i := range list.Items {
 		p := list.Items[i].DeepCopy()
-		if ended(p) || p.Status.Phase != corev1.PodRunning || p.Spec.Containers[0].Image != want {
+		if !b.usable(p) {
 			continue
 		}
 		l := maps.Clone(p.Labels)
@@ -67,7 +90,7 @@ func (b *Backend) refill(ctx context.Context, c *conn) {
 	alive := 0
 	zero := int64(0)
 	for _, p := range list.Items {
-		if ended(&p) {
+		if b.stale(&p) {
 			if p.DeletionTimestamp == nil {
 				pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			}

@@ -178,6 +178,8 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			item.Reason = "warm pool (the SandboxWarmPool's)"
 			rep.Kept = append(rep.Kept, item)
 			continue
+		case p.Labels[labelPool] == "ready" && b.stale(p):
+			item.Reason = "warm pod made with other settings, or past half its lifetime"
 		case p.Labels[labelPool] == "ready":
 			pool++
 			if pool <= b.cfg.PoolSize {
