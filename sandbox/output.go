@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -386,4 +387,34 @@ func trimPartialStart(b []byte) []byte {
 		b = b[1:]
 	}
 	return b
+}
+
+// TailWriter keeps the last Max bytes written to it (2 KiB when Max is 0): the end of what a
+// helper printed to stderr, for an error message. It is safe for concurrent use.
+type TailWriter struct {
+	Max int
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *TailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	limit := t.Max
+	if limit <= 0 {
+		limit = 2 << 10
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > limit {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-limit:]...)
+	}
+	return len(p), nil
+}
+
+// String is what was kept, without surrounding white space.
+func (t *TailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
 }

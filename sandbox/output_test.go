@@ -265,3 +265,17 @@ func TestSpillsPrunedByAgeAndTotal(t *testing.T) {
 		}
 	}
 }
+
+func TestTailWriter(t *testing.T) {
+	tw := &TailWriter{Max: 9}
+	fmt.Fprint(tw, "  first line\n")
+	fmt.Fprint(tw, "the end \n")
+	if got := tw.String(); got != "the end" {
+		t.Errorf("String() = %q; want the last 9 bytes, trimmed", got)
+	}
+	var def TailWriter
+	def.Write(make([]byte, 5000))
+	if n := len(def.buf); n != 2048 {
+		t.Errorf("default keeps %d bytes, want 2048", n)
+	}
+}

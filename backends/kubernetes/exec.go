@@ -242,7 +242,7 @@ func (b *Backend) upload(ctx context.Context, c *conn, pod string, af *agentFile
 	if err != nil {
 		return err
 	}
-	var stderr tailWriter
+	var stderr sandbox.TailWriter
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: f, Stdout: io.Discard, Stderr: &stderr})
 	if err != nil {
 		return fmt.Errorf("upload the sandbox helper to pod %s: %v %s: %w", pod, err, stderr.String(), sandbox.ErrUnavailable)
@@ -260,7 +260,7 @@ func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	tail := &tailWriter{}
+	tail := &sandbox.TailWriter{}
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	var streamErr error
@@ -302,28 +302,6 @@ func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string
 		return nil, code, tail.String(), err
 	}
 	return client, 0, "", nil
-}
-
-// tailWriter keeps the last 2 KiB written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 2048 {
-		t.buf = t.buf[len(t.buf)-2048:]
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
 }
 
 var (

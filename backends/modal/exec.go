@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -241,7 +240,7 @@ func (b *Backend) upload(ctx context.Context, sb *modalsdk.Sandbox, af *agentFil
 // writes are batched; the helper's stderr is kept for error messages.
 func (b *Backend) attach(ctx context.Context, cp *modalsdk.ContainerProcess) (*agent.Client, func() string, error) {
 	w := newBatchWriter(cp.Stdin)
-	tail := &tailWriter{}
+	tail := &sandbox.TailWriter{}
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
@@ -346,28 +345,6 @@ func (bw *batchWriter) Close() error {
 		_, err = bw.w.Write(rest)
 	}
 	return errors.Join(err, bw.w.Close())
-}
-
-// tailWriter keeps the last few hundred bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 2048 {
-		t.buf = t.buf[len(t.buf)-2048:]
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
 }
 
 var (

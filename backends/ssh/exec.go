@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // helperStartError says the helper did not come up on its channel (not installed there,
@@ -49,7 +50,7 @@ func (b *Backend) startHelper(ctx context.Context, h *host, name string, p *plac
 		release()
 		return nil, err
 	}
-	stderr := &tailBuffer{max: 4 << 10}
+	stderr := &sandbox.TailWriter{Max: 4 << 10}
 	sess.Stderr = stderr
 	// Bash reads ~/.bashrc even when not interactive if SSH_CLIENT is set and it is not
 	// nested (Debian and others build it that way): the helper's bash commands would pay for
@@ -86,27 +87,4 @@ func (b *Backend) startHelper(ctx context.Context, h *host, name string, p *plac
 		return nil, &helperStartError{stderr: oneLine([]byte(stderr.String()), 500), err: err}
 	}
 	return c, nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
