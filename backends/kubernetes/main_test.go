@@ -21,18 +21,7 @@ const testLabel = "hermes-sandbox.test"
 var testRun = fmt.Sprintf("k8s-%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
 // TestMain stops the test API server after the tests, then checks for leaked containers.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := kubeapi.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: kubeapi: %v\n", err)
-		code = max(code, 1)
-	}
-	if leaked := testenv.RemoveLabelled(testLabel, testRun); leaked != "" {
-		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)
-		code = max(code, 1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubeapi.MainWithDocker(m, testLabel, testRun) }
 
 // restricted is the label that makes a namespace enforce the restricted Pod Security profile.
 var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}

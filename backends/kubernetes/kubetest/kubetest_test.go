@@ -39,18 +39,7 @@ const testLabel = "hermes-sandbox.test"
 
 var testRun = fmt.Sprintf("kubetest-%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := kubeapi.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: kubeapi: %v\n", err)
-		code = max(code, 1)
-	}
-	if leaked := testenv.RemoveLabelled(testLabel, testRun); leaked != "" {
-		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)
-		code = max(code, 1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { kubeapi.MainWithDocker(m, testLabel, testRun) }
 
 const why = "the fake node runs pods as containers and "
 

@@ -150,6 +150,22 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// MainWithDocker is Main for packages whose tests also make docker objects labelled
+// label=value (the fake node's pods): after the tests and the server's stop, it removes any
+// such object left and fails the run, as testenv.Main does.
+func MainWithDocker(m *testing.M, label, value string) {
+	code := m.Run()
+	if err := Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: kubeapi: %v\n", err)
+		code = max(code, 1)
+	}
+	if leaked := testenv.RemoveLabelled(label, value); leaked != "" {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
 // binaries finds kube-apiserver and etcd, or says why the tests cannot have them.
 func binaries() (apiserver, etcd, why string) {
 	apiserver = os.Getenv("HERMES_KUBE_APISERVER")
