@@ -124,6 +124,7 @@ func gone(err error) bool {
 type agentFile struct {
 	host   string
 	args   []string // before "serve"
+	size   int64
 	remote string
 }
 
@@ -150,14 +151,23 @@ func (b *Backend) agentBinary() (*agentFile, error) {
 		args = args[:n-1]
 	}
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d", p, fi.Size(), fi.ModTime().UnixNano()))
-	b.agent = &agentFile{host: p, args: args, remote: hermesDir + "/agent-" + hex.EncodeToString(sum[:])[:12]}
+	b.agent = &agentFile{host: p, args: args, size: fi.Size(), remote: hermesDir + "/agent-" + hex.EncodeToString(sum[:])[:12]}
 	return b.agent, nil
 }
 
+// sendHelper is what the start script prints when the pod has no helper yet: the client then
+// sends the helper's bytes on the same exec's stdin, so a new pod costs one exec, not three.
+const sendHelper = "HERMES-SANDBOX-SEND-HELPER\n"
+
 // startScript runs the helper ($0) with its arguments after making the session's starting
-// directory; it exits 97 when the helper has not been uploaded to this pod yet.
-func (b *Backend) startScript() string {
-	return "mkdir -p " + sandbox.ShellQuote(b.cwd) + " 2>/dev/null; [ -x \"$0\" ] || exit 97; exec \"$0\" \"$@\""
+// directory. Where the pod has no helper yet it asks for its size bytes on stdin (to a
+// temporary name of its own, so concurrent starts cannot mix), or exits 97 without `head`.
+func (b *Backend) startScript(size int64) string {
+	return "mkdir -p " + sandbox.ShellQuote(b.cwd) + " 2>/dev/null; " +
+		"if [ ! -x \"$0\" ]; then command -v head >/dev/null 2>&1 || exit 97; t=\"$0.part.$$\"; " +
+		"mkdir -p \"${0%/*}\" && printf '" + strings.TrimSuffix(sendHelper, "\n") + "\\n' && " +
+		fmt.Sprintf("head -c %d >\"$t\"", size) + " && chmod 755 \"$t\" && mv -f \"$t\" \"$0\" || { rm -f \"$t\"; exit 98; }; fi; " +
+		"exec \"$0\" \"$@\""
 }
 
 // executor returns an executor for one exec in the pod's container: WebSocket (v5) first,
@@ -197,10 +207,10 @@ func (b *Backend) startHelper(ctx context.Context, pod *corev1.Pod) (*agent.Clie
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox helper: %w (%w)", err, sandbox.ErrUnavailable)
 	}
-	argv := append([]string{"/bin/sh", "-c", b.startScript(), af.remote}, af.args...)
+	argv := append([]string{"/bin/sh", "-c", b.startScript(af.size), af.remote}, af.args...)
 	argv = append(argv, "serve", "--state", helperState, "--cwd", b.cwd, "--shell", b.shell)
 	for attempt := 0; ; attempt++ {
-		client, code, tail, err := b.attach(ctx, c, pod.Name, argv)
+		client, code, tail, err := b.attach(ctx, c, pod.Name, argv, af.host)
 		if err == nil {
 			if err := client.SeedEnv(ctx, b.passEnv); err != nil {
 				client.Close()
@@ -236,7 +246,7 @@ func (b *Backend) upload(ctx context.Context, c *conn, pod string, af *agentFile
 	}
 	defer f.Close()
 	start := time.Now()
-	dir, tmp := filepath.Dir(af.remote), af.remote+".part"
+	dir, tmp := filepath.Dir(af.remote), af.remote+".part.$$"
 	script := "set -e; mkdir -p " + dir + "; cat >" + tmp + "; chmod 755 " + tmp + "; mv -f " + tmp + " " + af.remote
 	ex, err := b.executor(c, pod, []string{"/bin/sh", "-c", script}, true)
 	if err != nil {
@@ -251,15 +261,31 @@ func (b *Backend) upload(ctx context.Context, c *conn, pod string, af *agentFile
 	return nil
 }
 
-// attach runs argv as a long-lived exec and speaks the helper protocol over its stdio. When
+// attach runs argv as a long-lived exec and speaks the helper protocol over its stdio; when
+// the start script asks for the helper (sendHelper), the file helper goes first on stdin. When
 // the helper does not start, it returns the exec's exit code (or -1) and what it printed.
-func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string) (*agent.Client, int, string, error) {
+func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string, helper string) (*agent.Client, int, string, error) {
 	ex, err := b.executor(c, pod, argv, true)
 	if err != nil {
 		return nil, -1, "", err
 	}
 	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
+	outR, pipeW := io.Pipe()
+	outW := &askWatcher{w: pipeW, onAsk: func() {
+		// Nothing else writes to stdin before the helper's greeting, which comes only after
+		// the script has read every byte of it.
+		go func() {
+			f, err := os.Open(helper)
+			if err == nil {
+				_, err = io.Copy(inW, f)
+				f.Close()
+			}
+			if err != nil {
+				b.log.Debug("sending the helper failed", "pod", pod, "err", err)
+				inW.CloseWithError(err)
+			}
+		}()
+	}}
 	tail := &sandbox.TailWriter{}
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
@@ -268,9 +294,9 @@ func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string
 		defer close(done)
 		streamErr = ex.StreamWithContext(streamCtx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: tail})
 		if streamErr == nil {
-			outW.CloseWithError(io.EOF)
+			pipeW.CloseWithError(io.EOF)
 		} else {
-			outW.CloseWithError(streamErr)
+			pipeW.CloseWithError(streamErr)
 		}
 		inW.Close() // client-go's stdin copier sees EOF, not an error it would log
 	}()
@@ -310,3 +336,27 @@ var (
 	_ sandbox.FileSystem = (*session)(nil)
 	_ sandbox.Terminal   = (*session)(nil)
 )
+
+// askWatcher passes a start script's stdout through, calling onAsk once if it begins with
+// sendHelper.
+type askWatcher struct {
+	w      io.Writer
+	onAsk  func()
+	prefix []byte
+	done   bool
+}
+
+func (a *askWatcher) Write(p []byte) (int, error) {
+	if !a.done {
+		need := len(sendHelper) - len(a.prefix)
+		a.prefix = append(a.prefix, p[:min(need, len(p))]...)
+		switch {
+		case string(a.prefix) == sendHelper:
+			a.done = true
+			a.onAsk()
+		case !strings.HasPrefix(sendHelper, string(a.prefix)):
+			a.done = true
+		}
+	}
+	return a.w.Write(p)
+}

@@ -1,8 +1,10 @@
 package kubernetes
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -149,5 +151,59 @@ func TestKubeconfigErrors(t *testing.T) {
 	b = offline(t, nil)
 	if err := b.Check(t.Context()); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("unreachable: Check = %v", err)
+	}
+}
+
+// TestStartScript runs the start script with /bin/sh here: on a pod without the helper it
+// asks for it, stores exactly its size in bytes and runs it with the arguments; without head
+// it exits 97 (the backend then uploads with cat); with the helper present it just runs it.
+func TestStartScript(t *testing.T) {
+	b := offline(t, nil)
+	b.cwd = t.TempDir()
+	helper := []byte("#!/bin/sh\necho \"ran $*\"\n")
+	target := filepath.Join(t.TempDir(), "sub", "agent-x")
+	run := func(path string, stdin []byte) (string, int) {
+		cmd := exec.Command("/bin/sh", "-c", b.startScript(int64(len(helper))), target, "serve", "--x")
+		cmd.Env = []string{"PATH=" + path}
+		cmd.Stdin = bytes.NewReader(append(stdin, "protocol bytes after it"...))
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	if out, code := run(t.TempDir(), nil); code != exitNoHelper || out != "" {
+		t.Errorf("without head: exit %d %q; want %d", code, out, exitNoHelper)
+	}
+	if out, code := run("/usr/bin:/bin", helper); code != 0 || out != sendHelper+"ran serve --x\n" {
+		t.Errorf("first start: exit %d %q", code, out)
+	}
+	if data, err := os.ReadFile(target); err != nil || !bytes.Equal(data, helper) {
+		t.Errorf("stored helper = %q, %v", data, err)
+	}
+	if out, code := run("/usr/bin:/bin", nil); code != 0 || out != "ran serve --x\n" {
+		t.Errorf("second start: exit %d %q; want the helper run without asking", code, out)
+	}
+}
+
+func TestAskWatcher(t *testing.T) {
+	for _, chunks := range [][]string{{sendHelper + "x"}, {"HERMES-", "SANDBOX-SEND", "-HELPER\n", "rest"}, {"banner\n", sendHelper}} {
+		var out bytes.Buffer
+		asked := 0
+		w := &askWatcher{w: &out, onAsk: func() { asked++ }}
+		for _, c := range chunks {
+			w.Write([]byte(c))
+		}
+		want := 1
+		if chunks[0] == "banner\n" {
+			want = 0 // only at the very start
+		}
+		if asked != want || out.String() != strings.Join(chunks, "") {
+			t.Errorf("%q: asked %d times, passed %q", chunks, asked, out.String())
+		}
 	}
 }
