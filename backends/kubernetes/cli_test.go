@@ -146,4 +146,17 @@ func TestCLI(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "FAIL kubernetes") || !strings.Contains(out, "create pods") {
 		t.Errorf("doctor with no permissions = %d; want non-zero and a FAIL naming \"create pods\":\n%s\n%s", code, out, errOut)
 	}
+
+	// setup writes the settings (kubernetes.kubeconfig now wins over $KUBECONFIG, so it comes
+	// last) and proves them with a real command in a pod.
+	code, out, errOut = run("setup", "kubernetes", "--non-interactive", "--set", "kubernetes.kubeconfig="+admin)
+	if code != 0 || !strings.Contains(out, "OK: kubernetes works (uid 1000, cwd /workspace") {
+		t.Errorf("setup kubernetes = %d:\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ := run("config", "get", "kubernetes.kubeconfig"); code != 0 || strings.TrimSpace(out) != admin {
+		t.Errorf("config get kubernetes.kubeconfig after setup = %d %q; want %s", code, out, admin)
+	}
+	if pods := ourPods(); len(pods) != 0 {
+		t.Errorf("pods after setup's test = %v; want none (its session is removed)", pods)
+	}
 }

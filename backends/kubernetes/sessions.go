@@ -299,7 +299,7 @@ func (b *Backend) Check(ctx context.Context) error {
 // Describe says which cluster, namespace and credentials are used, for doctor.
 func (b *Backend) Describe() string {
 	if b.connErr != nil {
-		return "no cluster: " + b.connErr.Error()
+		return "" // the problem line already says why there is no cluster
 	}
 	b.mu.Lock()
 	v := b.version
