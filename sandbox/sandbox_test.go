@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestShellQuoteRoundTripsThroughSh(t *testing.T) {
@@ -103,4 +105,16 @@ func TestRegistry(t *testing.T) {
 		}
 	}()
 	r.Register("a", func(string, FactoryOptions) (Backend, error) { return nil, nil })
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(t.Context(), time.Millisecond); err != nil {
+		t.Errorf("Sleep = %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Minute {
+		t.Errorf("Sleep on an ended context = %v after %s; want context.Canceled at once", err, time.Since(start))
+	}
 }

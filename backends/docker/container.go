@@ -117,7 +117,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 			if info.State.Status == "created" {
 				// Never started: another process is still setting it up, or gave up half way.
 				if time.Since(createdLabel(info.Config.Labels)) < time.Minute {
-					if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+					if err := sandbox.Sleep(ctx, 100*time.Millisecond); err != nil {
 						return target{}, err
 					}
 					attempt--
@@ -353,15 +353,6 @@ func (b *Backend) removeVolume(ctx context.Context, name string) error {
 func createdLabel(labels map[string]string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, labels[labelCreated])
 	return t
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // cleanupContext is for removing things after the caller may have given up.

@@ -229,7 +229,7 @@ func (b *Backend) goneDown(ctx context.Context, id string, helperErr error) bool
 		if !b.running(ctx, id) {
 			return true
 		}
-		if time.Now().After(deadline) || sleepCtx(ctx, 50*time.Millisecond) != nil {
+		if time.Now().After(deadline) || sandbox.Sleep(ctx, 50*time.Millisecond) != nil {
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // These run against the real kube-apiserver of internal/testenv/kubeapi and the fake node of
@@ -137,7 +138,7 @@ func waitPool(b *testing.B, be *Backend, n int) {
 		if running >= n {
 			return
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := sandbox.Sleep(ctx, delay); err != nil {
 			b.Fatalf("the warm pool has %d of %d pods running after 2 minutes", running, n)
 		}
 	}

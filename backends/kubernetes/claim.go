@@ -127,7 +127,7 @@ func (b *Backend) createClaim(ctx context.Context, c *conn, session string) (*co
 			return nil, &sandbox.Error{Backend: Name, Op: "claim sandbox", ID: session,
 				Err: fmt.Errorf("the SandboxClaim %s has no pod after %s (kubernetes.start_timeout): %s (kubectl describe sandboxclaim %s): %w", name, b.cfg.StartTimeout, why, name, sandbox.ErrTimeout)}
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := sandbox.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 	}

@@ -154,7 +154,7 @@ func (b *Backend) createSandbox(ctx context.Context, c *conn, session string) (*
 			return nil, &sandbox.Error{Backend: Name, Op: "create sandbox", ID: session,
 				Err: fmt.Errorf("the Sandbox %s has no pod after %s: is the agent-sandbox controller running? (kubectl describe sandbox %s): %w", name, b.cfg.StartTimeout, name, sandbox.ErrTimeout)}
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := sandbox.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 	}
@@ -179,7 +179,7 @@ func (b *Backend) waitRunning(ctx context.Context, c *conn, pod *corev1.Pod) (*c
 			return nil, &sandbox.Error{Backend: Name, Op: "start pod", ID: session,
 				Err: fmt.Errorf("pod %s is not running after %s (kubernetes.start_timeout): %s: %w", pod.Name, b.cfg.StartTimeout, podProblem(pod), sandbox.ErrTimeout)}
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := sandbox.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 		p, err := c.api.pods(c.namespace).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -264,7 +264,7 @@ func (b *Backend) deleteNow(ctx context.Context, c *conn, pod *corev1.Pod) error
 		if time.Now().After(deadline) {
 			return &sandbox.Error{Backend: Name, Op: "delete pod", ID: pod.Name, Err: fmt.Errorf("still terminating after a minute: %w", sandbox.ErrTimeout)}
 		}
-		if err := sleepCtx(ctx, delay); err != nil {
+		if err := sandbox.Sleep(ctx, delay); err != nil {
 			return err
 		}
 	}
@@ -317,17 +317,6 @@ func (b *Backend) ensurePolicy(ctx context.Context, c *conn) error {
 			Err: fmt.Errorf("cannot create the deny-all egress NetworkPolicy (%s); grant create on networkpolicies in namespace %s, or set kubernetes.network_enabled true to run without it: %w", apiMessage(err), c.namespace, sandbox.ErrDenied)}
 	}
 	return b.admissionErr("network policy", b.policyName(), err)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // touch records the session's last use on its pod, at most once a minute (gc reads it).

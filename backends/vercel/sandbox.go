@@ -43,7 +43,7 @@ func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, re
 				}
 				recreated, created = true, true
 			default: // stopping, snapshotting, or stopped: wait, then resume
-				if err := sleepCtx(ctx, wait); err != nil {
+				if err := sandbox.Sleep(ctx, wait); err != nil {
 					return nil, false, false, b.apiErr("resume sandbox", name, fmt.Errorf("still %s: %w", got.Session.Status, err))
 				}
 				wait = min(wait*2, time.Second)
@@ -102,7 +102,7 @@ func (b *Backend) waitRunning(ctx context.Context, vm *VMSession) (*VMSession, e
 		case StatusFailed, StatusAborted, StatusStopped:
 			return nil, &sandbox.Error{Backend: Name, Op: "start sandbox", ID: vm.ID, Err: fmt.Errorf("the VM session is %s: %w", vm.Status, sandbox.ErrUnavailable)}
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
+		if err := sandbox.Sleep(ctx, wait); err != nil {
 			return nil, b.apiErr("start sandbox", vm.ID, err)
 		}
 		wait = min(wait*2, 500*time.Millisecond)
@@ -113,15 +113,4 @@ func (b *Backend) waitRunning(ctx context.Context, vm *VMSession) (*VMSession, e
 		vm = got
 	}
 	return vm, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
