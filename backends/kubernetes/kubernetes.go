@@ -305,7 +305,10 @@ func (b *Backend) sessionHash(session string) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+var (
+	notDNS   = regexp.MustCompile(`[^a-z0-9-]+`)
+	notLabel = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+)
 
 // podName is the session's pod (and Sandbox) name: a DNS label, unique per scope and session.
 func (b *Backend) podName(session string) string {
@@ -321,7 +324,7 @@ func (b *Backend) podName(session string) string {
 
 // labelSafe turns s into a label value (at most 63 of [A-Za-z0-9._-], alphanumeric ends).
 func labelSafe(s string) string {
-	s = regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(s, "-")
+	s = notLabel.ReplaceAllString(s, "-")
 	if len(s) > 63 {
 		s = s[:63]
 	}

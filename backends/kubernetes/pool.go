@@ -43,7 +43,8 @@ func (b *Backend) stale(p *corev1.Pod) bool {
 	return ended(p) || p.Labels[labelSpec] != b.specHash() || time.Since(p.CreationTimestamp.Time) >= b.cfg.MaxLifetime/2
 }
 
-// claim takes a running pool pod for session, or returns nil when none is ready.
+// claim takes a running pool pod for session (and refills the pool), or returns nil when none
+// is ready.
 func (b *Backend) claim(ctx context.Context, c *conn, session string) (*corev1.Pod, error) {
 	pods := c.api.pods(c.namespace)
 	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: b.poolSelector()})
@@ -74,8 +75,7 @@ func (b *Backend) claim(ctx context.Context, c *conn, session string) (*corev1.P
 		b.refill(ctx, c)
 		return got, nil
 	}
-	b.refill(ctx, c)
-	return nil, nil
+	return nil, nil // the caller makes the session's own pod first, then refills
 }
 
 // refill creates pool pods until kubernetes.pool_size are alive, and deletes ended ones.
