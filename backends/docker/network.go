@@ -11,10 +11,13 @@ package docker
 // listens: connections from background jobs fail until the next command starts one.
 //
 // Where the engine runs on this host (it always does: the helper itself is bind-mounted),
-// the relay's connections skip the exec stream: each goes to a unix socket of the proxy in
-// a directory mounted read-only into every allowlist container (egressSockDir), which runs
-// at the speed of a local socket. The exec stream stays the relay's lifeline (it ends the
-// relay when this process goes) and carries connections when the socket cannot be reached.
+// the relay's connections skip the exec stream: the relay hands each accepted socket itself
+// (SCM_RIGHTS, package egress/handoff) over a unix socket of the proxy in a directory
+// mounted read-only into every allowlist container (egressSockDir), and the proxy serves
+// the sandbox's socket directly, so a byte crosses loopback twice (client → proxy →
+// server) and the relay carries none. The exec stream stays the relay's lifeline (it ends
+// the relay when this process goes) and carries connections when the socket cannot be
+// reached.
 //
 // The Engine API calls of this feature are all in this file (exec create and attach).
 
@@ -440,8 +443,11 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 				if err != nil {
 					return
 				}
-				r.viaSock.Add(1)
-				r.proxy.Go(c)
+				r.wg.Add(1)
+				go func() {
+					defer r.wg.Done()
+					r.proxy.ServeHandoffs(c.(*net.UnixConn), func() { r.viaSock.Add(1) })
+				}()
 			}
 		}()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/handoff"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
 )
 
@@ -18,9 +19,10 @@ import (
 // host ends the stream (its process went away): from then on nothing listens, so the
 // sandbox has no way out at all.
 //
-// With upstream (a unix socket path; "" for none), each connection goes to that socket
-// instead, where the same proxy listens on the host: a local socket is much faster than the
-// stream. A connection the socket refuses still goes over the stream.
+// With upstream (a unix socket path; "" for none), each accepted connection is handed over
+// that socket to the same proxy on the host (see package egress/handoff), which then serves
+// the connection's own socket: the relay is out of the data path, and that runs at the
+// speed of loopback. A connection that cannot be handed over still goes over the stream.
 func Relay(addr, upstream string, in io.Reader, out io.Writer) error {
 	s := mux.New(in, out, nil)
 	ran := make(chan error, 1)
@@ -48,16 +50,22 @@ func Relay(addr, upstream string, in io.Reader, out io.Writer) error {
 		<-s.Done()
 		l.Close()
 	}()
+	h := &hander{path: upstream}
+	defer h.close()
 	var conns sync.WaitGroup
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			break
 		}
+		if h.hand(c) {
+			c.Close() // the proxy holds its own descriptor of the socket
+			continue
+		}
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
-			relayConn(s, upstream, c)
+			relayConn(s, c)
 		}()
 	}
 	wg.Wait()
@@ -69,22 +77,48 @@ func Relay(addr, upstream string, in io.Reader, out io.Writer) error {
 	return nil
 }
 
-// relayConn copies one local connection to the upstream socket, or to a new stream, and
-// back.
-func relayConn(s *mux.Session, upstream string, c net.Conn) {
-	defer c.Close()
-	var st halfCloser
-	if upstream != "" {
-		if u, err := net.Dial("unix", upstream); err == nil {
-			st = u.(*net.UnixConn)
-		}
+// hander hands accepted connections to the proxy's unix socket, over one connection it
+// dials when first needed and again after a failure.
+type hander struct {
+	path string
+	uc   *net.UnixConn
+}
+
+// hand reports whether c went to the proxy.
+func (h *hander) hand(c net.Conn) bool {
+	tc, ok := c.(*net.TCPConn)
+	if h.path == "" || !ok {
+		return false
 	}
-	if st == nil {
-		ms, err := s.Open()
-		if err != nil {
-			return
+	for try := 0; try < 2; try++ {
+		if h.uc == nil {
+			u, err := net.Dial("unix", h.path)
+			if err != nil {
+				return false
+			}
+			h.uc = u.(*net.UnixConn)
 		}
-		st = ms
+		if err := handoff.Send(h.uc, tc); err == nil {
+			return true
+		}
+		h.close()
+	}
+	return false
+}
+
+func (h *hander) close() {
+	if h.uc != nil {
+		h.uc.Close()
+		h.uc = nil
+	}
+}
+
+// relayConn copies one local connection to a new stream, and back.
+func relayConn(s *mux.Session, c net.Conn) {
+	defer c.Close()
+	st, err := s.Open()
+	if err != nil {
+		return
 	}
 	defer st.Close()
 	done := make(chan struct{})
@@ -104,10 +138,4 @@ func relayConn(s *mux.Session, upstream string, c net.Conn) {
 		c.Close()
 	}
 	<-done
-}
-
-// halfCloser is a connection whose sending half can be closed alone.
-type halfCloser interface {
-	io.ReadWriteCloser
-	CloseWrite() error
 }

@@ -17,7 +17,8 @@ const benchSize = 100 << 20
 // BenchmarkDownload100MB downloads 100 MB from a local server directly and through the
 // proxy, in the same run: plain HTTP (forwarded request) and HTTPS (CONNECT tunnel), and
 // through the relay and multiplexer that carry a docker session's connections (over
-// in-process pipes here, without the docker exec stream). Each iteration downloads once
+// in-process pipes here, without the docker exec stream), and through the relay handing its
+// connections to the proxy over a unix socket, as a local docker session's relay does. Each iteration downloads once
 // directly and once through the proxy, alternating, and reports both rates.
 //
 //	go test -run '^$' -bench Download100MB -benchtime 10x ./internal/egress/
@@ -69,7 +70,12 @@ func BenchmarkDownload100MB(b *testing.B) {
 		pair(b, direct, tlsDirect, proxied, egresstest.URL(in.Secure, "https", "secure.test", path))
 	})
 	b.Run("http-relay", func(b *testing.B) {
-		relay, stop := relayChainB(b, p)
+		relay, _, stop := relayChainB(b, p, false)
+		defer stop()
+		pair(b, direct, httpDirect, proxyClient(relay, nil), egresstest.URL(in.Pypi, "http", "pypi.test", path))
+	})
+	b.Run("http-handoff", func(b *testing.B) {
+		relay, _, stop := relayChainB(b, p, true)
 		defer stop()
 		pair(b, direct, httpDirect, proxyClient(relay, nil), egresstest.URL(in.Pypi, "http", "pypi.test", path))
 	})

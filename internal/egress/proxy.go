@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/handoff"
 )
 
 // Decisions in Event.Decision.
@@ -134,6 +136,30 @@ func (p *Proxy) Go(c net.Conn) {
 		defer p.wg.Done()
 		p.ServeConn(c)
 	}()
+}
+
+// ServeHandoffs serves the connections a sandbox's relay hands over on uc (package
+// handoff), each as Go does, until the relay closes uc or the proxy is closed; it closes
+// uc. served, if not nil, is called for each connection taken on.
+func (p *Proxy) ServeHandoffs(uc *net.UnixConn, served func()) error {
+	if !p.track(uc) {
+		uc.Close()
+		return ErrClosed
+	}
+	defer p.untrack(uc)
+	defer uc.Close()
+	err := handoff.Receive(uc, func(c net.Conn) {
+		if served != nil {
+			served()
+		}
+		p.Go(c)
+	}, func(err error) {
+		p.log.Warn("egress: the relay handed over something that is not a connection", "err", err)
+	})
+	if p.isClosed() {
+		return ErrClosed
+	}
+	return err
 }
 
 // Close closes every connection in progress and waits for their goroutines.
@@ -623,16 +649,23 @@ func copyBody(c net.Conn, resp *http.Response, br *bufio.Reader, up net.Conn) (i
 	if err := bw.Flush(); err != nil {
 		return 0, err
 	}
-	var n int64
-	var err error
-	if _, tcp := c.(*net.TCPConn); tcp {
-		n, err = io.Copy(c, io.LimitReader(up, rest)) // spliced
-	} else {
-		// A relay's unix socket: no splice for a limited copy into it, so large reads.
-		n, err = io.CopyBuffer(c, io.LimitReader(up, rest), make([]byte, 256<<10))
-	}
+	n, err := copyLarge(c, io.LimitReader(up, rest))
 	if err == nil && n < rest {
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err
+}
+
+// copyBufs holds copyLarge's buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// copyLarge copies src to dst through a large buffer. On loopback, where a download is
+// bound by the CPU, this beats splice(2): fewer, larger reads and writes mean fewer
+// wake-ups of the reader and the writer, which cost more here than the copy itself (a
+// 100 MB download at 61–67 % of direct against 44–48 % spliced, on 2 cores).
+func copyLarge(dst io.Writer, src io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	// The wrappers hide ReaderFrom and WriterTo, which would splice.
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
 }
