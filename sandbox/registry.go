@@ -34,6 +34,10 @@ type FactoryOptions struct {
 	Environ []string
 	// StateDir is where host-side state lives (sessions, spill files).
 	StateDir string
+	// Ephemeral says this process removes the sessions it opens when it is done with them
+	// (an MCP server without --keep-sessions). Backends record this process as their
+	// sandboxes' owner, so that `gc` removes them if it dies first.
+	Ephemeral bool
 }
 
 // Getenv looks a name up in Environ.

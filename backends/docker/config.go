@@ -45,6 +45,10 @@ const (
 	labelCreated = "hermes-sandbox.created" // RFC 3339
 	labelSpec    = "hermes-sandbox.spec"    // hash of the container settings
 	labelRole    = "hermes-sandbox.role"    // "session", "pool" or "prep"
+	// labelOwner is host/pid/start of the process whose session this is, set when that
+	// process removes its sessions when done (FactoryOptions.Ephemeral): gc removes the
+	// container once that process is gone.
+	labelOwner = "hermes-sandbox.owner"
 )
 
 // endpoint is where the engine listens and how to talk to it.
@@ -399,6 +403,9 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 	switch role {
 	case roleSession:
 		labels[labelSession] = session
+		if b.opts.Ephemeral {
+			labels[labelOwner] = b.owner
+		}
 	case rolePool:
 		labels[labelPool] = poolOwner()
 	}

@@ -48,6 +48,7 @@ type Backend struct {
 	cfg   config.DockerConfig
 	extra Options
 	log   *slog.Logger
+	owner string // this process, for labelOwner
 
 	host    string // engine address, for messages
 	local   bool   // the engine runs on this machine (a unix socket)
@@ -108,6 +109,7 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 		return nil, err
 	}
 	b := &Backend{
+		owner:     poolOwner(),
 		opts:      opts,
 		cfg:       cfg,
 		extra:     extra,

@@ -19,7 +19,9 @@ const leftoverAge = 10 * time.Minute
 
 // Collect removes this state directory's session containers idle longer than the idle
 // timeout (opts.IdleTimeout, else docker.idle_timeout; 0 in both means never) with no
-// process running beyond the container's init, warm-pool containers whose process is gone,
+// process running beyond the container's init, session containers whose owner process
+// (labelOwner: an MCP server that removes its sessions when done) is gone, whatever their
+// idle time, warm-pool containers whose process is gone,
 // leftover workspace-helper containers, and workspace volumes no container uses. A session
 // whose container Collect removed reports environment_recreated on its next command.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
@@ -75,7 +77,12 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 				used = u
 			}
 			idleFor := now.Sub(used)
+			ownerAlive, ownerKnown := ownerAlive(c.Labels[labelOwner])
 			switch {
+			case ownerKnown && !ownerAlive:
+				remove(c, fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", c.Labels[labelOwner]))
+			case ownerKnown:
+				keep(c, fmt.Sprintf("its owner (process %s) still runs", c.Labels[labelOwner]))
 			case idle <= 0:
 				keep(c, "docker.idle_timeout is 0")
 			case idleFor <= idle:

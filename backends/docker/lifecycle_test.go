@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -322,5 +323,62 @@ func TestGoroutinesOwned(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after closing everything:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGCOwnerGone: the sandboxes of a process that removes its sessions when done (an MCP
+// server) are removed by gc once that process is gone, however recently they were used;
+// those of a live owner, and persistent sessions, stay.
+func TestGCOwnerGone(t *testing.T) {
+	state := t.TempDir()
+	img := testImage(t)
+	ephemeral := func(owner string) *Backend {
+		cfg := config.NewConfig()
+		cfg.Docker.Image = img
+		b, err := NewWith(cfg.Docker, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: testEnviron(), Ephemeral: true}),
+			Options{Labels: map[string]string{testLabel: testRun}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.owner = owner
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	// A process that has exited: its pid and start time no longer match a live process.
+	gone := exec.Command("sleep", "30")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	deadOwner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, procStart(gone.Process.Pid))
+	gone.Process.Kill()
+	gone.Wait()
+
+	dead := ephemeral(deadOwner)
+	live := ephemeral(poolOwner())
+	persistent := newBackendWith(t, state, func(c *config.Config) { c.Docker.Image = img })
+	for b, name := range map[*Backend]string{dead: "mcp-dead", live: "mcp-live", persistent: "kept"} {
+		sess := open(t, b, name)
+		run(t, sess, "true")
+		sess.Close()
+	}
+	rep, err := persistent.Collect(ctxT(t, 2*time.Minute), sandbox.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	for _, it := range rep.Removed {
+		if it.Kind == "container" {
+			removed = append(removed, it.Name)
+		}
+	}
+	if want := []string{persistent.containerName("mcp-dead")}; !slices.Equal(removed, want) {
+		t.Errorf("GC removed %v; want %v (kept %+v)", removed, want, rep.Kept)
+	}
+	names := containerNames(t, persistent)
+	for _, n := range []string{"mcp-live", "kept"} {
+		if !slices.Contains(names, persistent.containerName(n)) {
+			t.Errorf("GC removed %s: left %v", n, names)
+		}
 	}
 }

@@ -32,6 +32,9 @@ type app struct {
 	configFlag  string
 
 	registry *sandbox.Registry[*config.Config]
+	// ephemeral: this process removes the sessions it opens (an MCP server without
+	// --keep-sessions), so backends record it as their owner for gc.
+	ephemeral bool
 	// closers run when the command is done (the audit log).
 	closers []io.Closer
 }
@@ -138,7 +141,7 @@ func (a *app) getenv(name string) string {
 }
 
 func (a *app) factoryOptions(cfg *config.Config) sandbox.FactoryOptions {
-	return cfg.BackendOptions(sandbox.FactoryOptions{Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir()})
+	return cfg.BackendOptions(sandbox.FactoryOptions{Progress: a.stderr, Environ: a.environ, StateDir: cfg.StateDir(), Ephemeral: a.ephemeral})
 }
 
 // selectedName is the backend chosen by --sandbox, else by the configuration; "" for auto.

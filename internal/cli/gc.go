@@ -19,7 +19,8 @@ func (a *app) gcCmd() *cobra.Command {
 		Long: `Reaps what the selected backend (--sandbox, else the configured one; with nothing
 configured, the first backend that collects) leaves behind. docker: this state directory's
 session containers idle longer than docker.idle_timeout (default 30m) that run nothing beyond
-their init, warm-pool containers left by processes that are gone, and workspace volumes no
+their init, session containers whose owner is gone whatever their idle time (an MCP server,
+killed before it could remove its sessions), warm-pool containers left by processes that are gone, and workspace volumes no
 container uses. singularity: instances idle longer than --idle with no helper attached and no
 background job (their workspaces stay), and cached SIF files nothing uses. vercel: this
 owner's tagged sandboxes that failed or stayed stopped longer than --idle (default 24h); their

@@ -101,6 +101,7 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		f.idleTimeout = cfg.MCP.SessionIdleTimeout
 	}
 
+	a.ephemeral = !f.keepSessions
 	b, err := a.openGuarded(ctx, cfg)
 	if err != nil {
 		return err
