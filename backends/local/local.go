@@ -165,7 +165,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
-		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine})
+		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine, Guard: true})
 		if err != nil {
 			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
 		}

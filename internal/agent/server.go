@@ -27,6 +27,11 @@ type Options struct {
 	Cwd string
 	// Confine, if set, is enforced on every command the helper starts.
 	Confine *Confinement
+	// Guard makes each foreground command die with this process, however it ends (even
+	// SIGKILL): a small guard process joins the command's process group and kills the group
+	// once the pipe this process holds closes. For a server in the caller's own process (the
+	// local backend); a helper in a sandbox is ended, and ends its commands, with its stream.
+	Guard bool
 }
 
 // Server is the helper: it serves one client stream.
