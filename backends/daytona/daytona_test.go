@@ -43,8 +43,9 @@ func TestConformanceSessions(t *testing.T) {
 	f := newFake(t, testImage(t), time.Minute)
 	state := t.TempDir()
 	sandboxtest.Run(t, sandboxtest.Options{
-		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
-		Slow:       3,
+		NewBackend:      func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
+		Slow:            3,
+		StateSavedWhole: "the toolbox-session fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
 	})
 }
 

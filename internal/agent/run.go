@@ -75,6 +75,7 @@ type prepared struct {
 	env      []string
 	cwd      string
 	stateF   string
+	base     base // the session's state the command started from
 	scriptF  string
 	notFound string // set when argv[0] cannot be found: the message for stderr
 	exitCode int
@@ -85,7 +86,7 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 	if err := os.MkdirAll(s.scratchDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	cwd, env := s.state.snapshot()
+	cwd, env, b := s.state.begin()
 	if req.Dir != "" {
 		dir := s.resolve(req.Dir)
 		fi, err := os.Stat(dir)
@@ -107,7 +108,7 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 		}
 		env = append(env, k+"="+string(v))
 	}
-	p := &prepared{cwd: cwd, env: env}
+	p := &prepared{cwd: cwd, env: env, base: b}
 	if req.Script != "" && len(req.Argv) == 0 {
 		if argv, ok := simpleCommand(string(req.Script), env); ok {
 			if path, err := lookPath(argv[0], envGet(env, "PATH"), cwd); err == nil {
@@ -333,7 +334,7 @@ func (s *Server) applyState(p *prepared, req RunRequest, killed, signaled bool) 
 		}
 		return cwd, "read the saved state: " + err.Error()
 	}
-	if s.state.unchanged(body) {
+	if s.state.unchanged(body, p.base) {
 		cwd, _ := s.state.snapshot()
 		return cwd, ""
 	}
@@ -342,7 +343,7 @@ func (s *Server) applyState(p *prepared, req RunRequest, killed, signaled bool) 
 		old, _ := s.state.snapshot()
 		return old, "read the saved state: " + err.Error()
 	}
-	if err := s.state.update(body, cwd, env, fromBytesMap(req.Env)); err != nil {
+	if err := s.state.update(body, p.base, cwd, env, fromBytesMap(req.Env)); err != nil {
 		old, _ := s.state.snapshot()
 		return old, err.Error()
 	}

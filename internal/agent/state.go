@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
@@ -25,9 +30,73 @@ type sessionState struct {
 	env   map[string]string
 	known []string
 	fresh bool
-	// lastRaw is the last exit-trap output applied; the same output again changes nothing,
-	// which spares the parse and the save for most scripts.
+	// lastRaw is the exit-trap output that produced the state of generation gen; a command
+	// that started from that generation and reports the same output changed nothing, which
+	// spares the parse and the save for most scripts.
 	lastRaw []byte
+	// gen counts changes to cwd and env, here or taken from another helper's save.
+	gen uint64
+	// stamp and saved identify state.json as last read or written here: when another helper
+	// of the session (another CLI process, another exec in the same sandbox) saves, they
+	// change.
+	stamp string
+	saved []byte
+}
+
+// base is the state a command started from: what it changed is what differs at its end.
+type base struct {
+	cwd string
+	env map[string]string
+	gen uint64
+}
+
+// fileStamp identifies the file at path as it is now ("" if it cannot be read) and tells
+// whether it changed too recently for that to be trusted.
+func fileStamp(path string) (string, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", false
+	}
+	var ino uint64
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = uint64(sys.Ino)
+	}
+	// Timestamps can be as coarse as a clock tick, and a freed inode number is reused at
+	// once, so two saves close together can look alike: a recent file is read to be sure.
+	recent := time.Since(fi.ModTime()) < time.Second
+	return fmt.Sprintf("%d/%d/%d", ino, fi.Size(), fi.ModTime().UnixNano()), recent
+}
+
+// refreshLocked takes the state another helper of the session saved since this one last
+// read or wrote state.json.
+func (st *sessionState) refreshLocked() {
+	stamp, recent := fileStamp(st.path)
+	if stamp == "" || stamp == st.stamp && !recent {
+		return
+	}
+	b, err := os.ReadFile(st.path)
+	if err != nil {
+		return
+	}
+	if bytes.Equal(b, st.saved) {
+		st.stamp = stamp
+		return
+	}
+	var saved savedState
+	if json.Unmarshal(b, &saved) != nil || saved.Env == nil {
+		return
+	}
+	st.cwd, st.env, st.known = string(saved.Cwd), fromBytesMap(saved.Env), saved.Known
+	st.stamp, st.saved, st.lastRaw = stamp, b, nil
+	st.gen++
+}
+
+// begin returns the state a command starts from, with what other helpers saved taken first.
+func (st *sessionState) begin() (string, []string, base) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.refreshLocked()
+	return st.cwd, st.envListLocked(), base{cwd: st.cwd, env: maps.Clone(st.env), gen: st.gen}
 }
 
 type savedState struct {
@@ -41,11 +110,13 @@ type savedState struct {
 
 func loadState(dir string, initialEnv []string, initialCwd string) (*sessionState, error) {
 	st := &sessionState{path: filepath.Join(dir, "state.json")}
+	stamp, _ := fileStamp(st.path)
 	b, err := os.ReadFile(st.path)
 	if err == nil {
 		var saved savedState
 		if err := json.Unmarshal(b, &saved); err == nil && saved.Env != nil {
 			st.cwd, st.env, st.known = string(saved.Cwd), fromBytesMap(saved.Env), saved.Known
+			st.stamp, st.saved = stamp, b
 			if fi, err := os.Stat(st.cwd); err != nil || !fi.IsDir() {
 				st.cwd = homeOr(st.env, "/")
 			}
@@ -125,14 +196,16 @@ func (st *sessionState) seed(env map[string]string) error {
 		return nil
 	}
 	st.lastRaw = nil
+	st.gen++
 	return st.save()
 }
 
-// unchanged reports whether raw is the trap output applied last time.
-func (st *sessionState) unchanged(raw []byte) bool {
+// unchanged reports whether a command that started from b and reported raw changed nothing:
+// it started from the state lastRaw produced and ended with the same output.
+func (st *sessionState) unchanged(raw []byte, b base) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.lastRaw != nil && bytes.Equal(raw, st.lastRaw)
+	return st.lastRaw != nil && st.gen == b.gen && bytes.Equal(raw, st.lastRaw)
 }
 
 func (st *sessionState) snapshot() (string, []string) {
@@ -165,44 +238,72 @@ func (st *sessionState) saveAs(cwd string, env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	tmp := st.path + ".tmp"
+	tmp := st.path + ".tmp-" + randomHex(4) // helpers of one session may save at once
 	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
 		return fmt.Errorf("agent: save state: %w", err)
 	}
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("agent: save state: %w", err)
 	}
-	return os.Rename(tmp, st.path)
+	stamp, _ := fileStamp(tmp) // a rename keeps it; state.json itself may be newer by then
+	if err := os.Rename(tmp, st.path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("agent: save state: %w", err)
+	}
+	st.stamp, st.saved = stamp, b
+	return nil
 }
 
-// update applies what a script's exit trap reported. keep names variables the command was
-// given for itself only: they are not carried over unless the script changed them. The new
-// state is taken only once it is on disk: a save that fails (a full disk) leaves the session
-// as it was, which is what the command's result then says.
-func (st *sessionState) update(raw []byte, cwd string, env map[string]string, perCommand map[string]string) error {
+// update applies what a script's exit trap reported (cwd and env at its end) to the state as
+// it is now, which other commands may have changed since the script started from b: only
+// what the script itself changed is applied, so concurrent commands (in this helper or in
+// another of the same session) all keep their changes, and a later change to the same name
+// wins. perCommand names variables the command was given for itself only: they are not
+// carried over unless the script changed them. The read-modify-write holds the session's
+// lock file, and the new state is taken only once it is on disk: a save that fails (a full
+// disk) leaves the session as it was, which is what the command's result then says.
+func (st *sessionState) update(raw []byte, b base, cwd string, env map[string]string, perCommand map[string]string) error {
+	if err := os.MkdirAll(filepath.Dir(st.path), 0o700); err != nil {
+		return fmt.Errorf("agent: save state: %w", err)
+	}
+	unlock, err := flock.Lock(st.path + ".lock")
+	if err != nil {
+		return fmt.Errorf("agent: save state: %w", err)
+	}
+	defer unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for k, v := range perCommand {
-		if env[k] == v {
-			if old, ok := st.env[k]; ok {
-				env[k] = old
-			} else {
-				delete(env, k)
-			}
+	st.refreshLocked()
+	next := maps.Clone(st.env)
+	for k, v := range env {
+		if pv, ok := perCommand[k]; ok && pv == v {
+			continue // given for this command only, and left as given
+		}
+		if bv, ok := b.env[k]; ok && bv == v {
+			continue // not changed by this command
+		}
+		next[k] = v
+	}
+	for k := range b.env {
+		if _, ok := env[k]; !ok {
+			delete(next, k) // unset by this command
 		}
 	}
-	if cwd == "" {
-		cwd = st.cwd
+	nextCwd := st.cwd
+	if cwd != "" && cwd != b.cwd {
+		nextCwd = cwd
 	}
-	if err := st.saveAs(cwd, env); err != nil {
+	alone := st.gen == b.gen // nothing else changed the state while the command ran
+	if err := st.saveAs(nextCwd, next); err != nil {
 		st.lastRaw = nil
 		return err
 	}
-	st.cwd, st.env = cwd, env
-	if len(perCommand) == 0 {
-		st.lastRaw = raw
-	} else {
-		st.lastRaw = nil
+	st.cwd, st.env = nextCwd, next
+	st.gen++
+	st.lastRaw = nil
+	if alone && len(perCommand) == 0 {
+		st.lastRaw = raw // the state is now exactly what raw says
 	}
 	return nil
 }

@@ -34,6 +34,10 @@ type Options struct {
 	Scratch string
 	// Slow multiplies the suite's deadlines for backends with network-bound latency.
 	Slow time.Duration
+	// StateSavedWhole, if not empty, says why concurrent commands of one session may
+	// overwrite each other's cd and export (a per-command shell fallback saves the state
+	// whole); the case that checks they do not is then skipped with this reason.
+	StateSavedWhole string
 }
 
 type suite struct {
@@ -70,6 +74,7 @@ func run(t *testing.T, opts Options, gated bool) {
 	t.Run("Stdin", s.testStdin)
 	t.Run("StatePersists", s.testState)
 	t.Run("StateSurvivesScriptExitTrap", s.testExitTrap)
+	t.Run("ConcurrentExportsKept", s.testConcurrentExports)
 	t.Run("StateSaveFailureReported", s.testStateSaveFailure)
 	t.Run("Dir", s.testDir)
 	t.Run("Timeout", s.testTimeout)

@@ -2,7 +2,12 @@ package sandboxtest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // The wrappers that run a script in the session's shell keep the path they save its state to
@@ -68,5 +73,81 @@ func (s *suite) testStateSaveFailure(t *testing.T) {
 	}
 	if res.StateNotSaved {
 		t.Errorf("the command after a failed save reports its state not saved: %s", res.StateError)
+	}
+}
+
+// testConcurrentExports: commands that overlap on one session, through one handle and
+// through handles of other backends (as separate CLI processes would), each keep their
+// export, and a cd is kept too.
+func (s *suite) testConcurrentExports(t *testing.T) {
+	if s.opts.StateSavedWhole != "" {
+		t.Skip(s.opts.StateSavedWhole)
+	}
+	sess := s.newSession(t)
+	s.sh(t, sess, "export HERMES_CE_BASE=1")
+	const same, others = 8, 4
+	handles := []sandbox.Session{sess}
+	if s.b.Capabilities().Persistent {
+		for i := 0; i < others; i++ {
+			b2 := s.opts.NewBackend(t)
+			t.Cleanup(func() { b2.Close() })
+			h, err := b2.Open(s.ctx(t), sess.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { h.Close() })
+			handles = append(handles, h)
+		}
+	}
+	n := same + len(handles) - 1
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		h := sess
+		if i >= same {
+			h = handles[i-same+1]
+		}
+		wg.Add(1)
+		go func(i int, h sandbox.Session) {
+			defer wg.Done()
+			// The sleep makes the commands overlap: each starts from the same state.
+			res, err := h.Exec(s.ctx(t), sandbox.Command{Script: fmt.Sprintf("sleep 0.3; export HERMES_CE_%d=v%d", i, i)})
+			if err != nil {
+				errs <- err
+			} else if res.ExitCode != 0 || res.StateNotSaved {
+				errs <- fmt.Errorf("export %d = exit %d, state not saved %v (%s)", i, res.ExitCode, res.StateNotSaved, res.StateError)
+			}
+		}(i, h)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	res := s.sh(t, sess, "env | grep '^HERMES_CE_' | sort")
+	var want []string
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("HERMES_CE_%d=v%d", i, i))
+	}
+	want = append(want, "HERMES_CE_BASE=1")
+	slices.Sort(want)
+	if got := strings.Fields(res.Stdout); !slices.Equal(got, want) {
+		t.Errorf("after %d overlapping exports the session has %q; want %q", n, got, want)
+	}
+	// A cd in one overlapping command and an export in another are both kept.
+	dir := s.opts.Scratch
+	var wg2 sync.WaitGroup
+	for _, script := range []string{"sleep 0.3; cd " + dir, "sleep 0.3; export HERMES_CE_AFTER=1"} {
+		wg2.Add(1)
+		go func(script string) {
+			defer wg2.Done()
+			if _, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script}); err != nil {
+				t.Error(err)
+			}
+		}(script)
+	}
+	wg2.Wait()
+	if res := s.sh(t, sess, `pwd; echo "${HERMES_CE_AFTER-lost}"`); res.Stdout != dir+"\n1\n" {
+		t.Errorf("after an overlapping cd and export = %q; want %q", res.Stdout, dir+"\n1\n")
 	}
 }
