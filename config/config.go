@@ -64,7 +64,8 @@ type TerminalConfig struct {
 	// command a fresh one, removed when it ends (as `exec --ephemeral`).
 	Persistence Persistence `yaml:"persistence"`
 	// EgressAllow is the egress allowlist shared by backends that can enforce one (docker
-	// with docker.network allowlist, unless docker.egress_allow is set). A backend that
+	// with docker.network allowlist, unless docker.egress_allow is set; kubernetes with
+	// kubernetes.network allowlist, unless kubernetes.egress_allow is set). A backend that
 	// cannot enforce it refuses to run rather than pretend (see README, "Network egress").
 	EgressAllow []string `yaml:"egress_allow"`
 }
@@ -211,9 +212,14 @@ type KubernetesConfig struct {
 	RunAsUser int64 `yaml:"run_as_user"`
 	// MaxLifetime is the pod's activeDeadlineSeconds: the cluster ends it after this long.
 	MaxLifetime time.Duration `yaml:"max_lifetime"`
-	// NetworkEnabled lets the pod reach the network; false adds a deny-all-egress
-	// NetworkPolicy (enforced by NetworkPolicy-capable CNIs only).
+	// NetworkEnabled is the old spelling of Network: false = none, true = open.
 	NetworkEnabled bool `yaml:"network_enabled"`
+	// Network is none, allowlist or open; "" follows network_enabled. none and allowlist
+	// add a deny-all-egress NetworkPolicy (enforced by NetworkPolicy-capable CNIs only);
+	// allowlist also runs this tool's filtering proxy behind a relay in the pod.
+	Network NetworkMode `yaml:"network"`
+	// EgressAllow lists the hosts an allowlist network reaches ("" = terminal.egress_allow).
+	EgressAllow []string `yaml:"egress_allow"`
 	// Mode is pod (a bare pod per session) or agent-sandbox (an agents.x-k8s.io Sandbox).
 	Mode KubernetesMode `yaml:"mode"`
 	// PoolSize keeps this many ready pods to hand to new sessions (0 = none).
@@ -322,6 +328,7 @@ func NewConfig() *Config {
 			WorkspaceSize: 10 * Gibibyte,
 			NodeSelector:  map[string]string{},
 			Tolerations:   []string{},
+			EgressAllow:   []string{},
 			RunAsUser:     1000,
 			MaxLifetime:   24 * time.Hour,
 			Mode:          KubernetesModePod,

@@ -315,6 +315,52 @@ func TestSetNetworkModes(t *testing.T) {
 	}
 }
 
+// TestSetKubernetesNetwork: kubernetes.network replaces kubernetes.network_enabled the way
+// docker.network does, with errors naming the kubernetes keys, and its allowlist round-trips.
+func TestSetKubernetesNetwork(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := Set(p, "kubernetes.network", "filtered"); err == nil || !strings.Contains(err.Error(), `kubernetes.network: invalid network mode "filtered"`) {
+		t.Errorf("Set(kubernetes.network filtered) = %v; want an error naming kubernetes.network", err)
+	}
+	if err := Set(p, "kubernetes.network_enabled", "true"); err != nil {
+		t.Fatal(err)
+	}
+	err := Set(p, "kubernetes.network", "allowlist")
+	if err == nil || !strings.Contains(err.Error(), "contradicts kubernetes.network_enabled") || !strings.Contains(err.Error(), "config unset kubernetes.network_enabled") {
+		t.Errorf("Set(kubernetes.network allowlist) with network_enabled true = %v; want a contradiction error naming the fix", err)
+	}
+	if err := Unset(p, "kubernetes.network_enabled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(p, "kubernetes.egress_allow", "[pypi.org]"); err == nil || !strings.Contains(err.Error(), "kubernetes.network is none") {
+		t.Errorf("Set(kubernetes.egress_allow) with network none = %v; want an error naming kubernetes.network", err)
+	}
+	if err := Set(p, "kubernetes.network", "allowlist"); err != nil {
+		t.Fatalf("Set(kubernetes.network allowlist) = %v", err)
+	}
+	if err := Set(p, "kubernetes.egress_allow", "[pypi.org, \"*.github.com\"]"); err != nil {
+		t.Fatalf("Set(kubernetes.egress_allow) = %v", err)
+	}
+	c, err := LoadWith(Options{Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kubernetes.EffectiveNetwork() != NetworkAllowlist || !reflect.DeepEqual(c.Kubernetes.EgressAllow, []string{"pypi.org", "*.github.com"}) {
+		t.Errorf("after Set: network %q allow %q", c.Kubernetes.EffectiveNetwork(), c.Kubernetes.EgressAllow)
+	}
+	if c.Docker.EffectiveNetwork() != NetworkNone {
+		t.Errorf("kubernetes.network changed docker's: %q", c.Docker.EffectiveNetwork())
+	}
+	for _, tt := range []struct {
+		enabled bool
+		want    NetworkMode
+	}{{false, NetworkNone}, {true, NetworkOpen}} {
+		if got := (KubernetesConfig{NetworkEnabled: tt.enabled}).EffectiveNetwork(); got != tt.want {
+			t.Errorf("KubernetesConfig{NetworkEnabled: %v}.EffectiveNetwork() = %q; want %q", tt.enabled, got, tt.want)
+		}
+	}
+}
+
 func TestSetCrossFieldRule(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := Set(p, "daytona.image", "ubuntu"); err != nil {

@@ -30,6 +30,8 @@ func TestEnvOverrides(t *testing.T) {
 		{"HERMES_SANDBOX_TERMINAL_TIMEOUT=45s", func(c *Config) any { return c.Terminal.Timeout }, 45 * time.Second},
 		{"HERMES_SANDBOX_DOCKER_NETWORK_ENABLED=true", func(c *Config) any { return c.Docker.NetworkEnabled }, true},
 		{"HERMES_SANDBOX_DOCKER_NETWORK=allowlist", func(c *Config) any { return c.Docker.EffectiveNetwork() }, NetworkAllowlist},
+		{"HERMES_SANDBOX_KUBERNETES_NETWORK=allowlist", func(c *Config) any { return c.Kubernetes.EffectiveNetwork() }, NetworkAllowlist},
+		{"HERMES_SANDBOX_KUBERNETES_NETWORK_ENABLED=true", func(c *Config) any { return c.Kubernetes.EffectiveNetwork() }, NetworkOpen},
 		{"HERMES_SANDBOX_TERMINAL_EGRESS_ALLOW=pypi.org, *.github.com", func(c *Config) any { return c.Terminal.EgressAllow }, []string{"pypi.org", "*.github.com"}},
 		{"HERMES_SANDBOX_DOCKER_CPU_QUOTA=0.5", func(c *Config) any { return c.Docker.CPUQuota }, 0.5},
 		{"HERMES_SANDBOX_DOCKER_VOLUMES=/a:/a, /b:/b:ro", func(c *Config) any { return c.Docker.Volumes }, []string{"/a:/a", "/b:/b:ro"}},

@@ -265,15 +265,15 @@ func (s Shell) Valid() bool { _, err := ParseShell(string(s)); return err == nil
 // UnmarshalText parses with ParseShell.
 func (s *Shell) UnmarshalText(text []byte) error { return unmarshalEnum(s, ParseShell, text) }
 
-// NetworkMode is docker.network: what a container's commands can reach.
+// NetworkMode is docker.network and kubernetes.network: what a sandbox's commands can reach.
 type NetworkMode string
 
-// Network modes. The empty mode follows docker.network_enabled.
+// Network modes. The empty mode follows the section's network_enabled.
 const (
 	// NetworkNone gives the container no network but loopback.
 	NetworkNone NetworkMode = "none"
 	// NetworkAllowlist gives it no route out except this tool's filtering proxy, which
-	// lets through only the hosts in docker.egress_allow (or terminal.egress_allow).
+	// lets through only the hosts in the section's egress_allow (or terminal.egress_allow).
 	NetworkAllowlist NetworkMode = "allowlist"
 	// NetworkOpen puts it on the engine's default network, unfiltered.
 	NetworkOpen NetworkMode = "open"
@@ -286,7 +286,9 @@ func ParseNetworkMode(s string) (NetworkMode, error) {
 	if s == "" {
 		return "", nil
 	}
-	return parseEnum("docker.network", s, allNetworkModes)
+	// The key is not named here: whoever reports the error (decode, config set, Validate)
+	// prefixes the key it came from, docker.network or kubernetes.network.
+	return parseEnum("network mode", s, allNetworkModes)
 }
 
 // UnmarshalText parses with ParseNetworkMode.
@@ -296,10 +298,19 @@ func (m *NetworkMode) UnmarshalText(text []byte) error {
 
 // EffectiveNetwork is docker.network, or network_enabled's meaning when it is unset.
 func (d DockerConfig) EffectiveNetwork() NetworkMode {
+	return effectiveNetwork(d.Network, d.NetworkEnabled)
+}
+
+// EffectiveNetwork is kubernetes.network, or network_enabled's meaning when it is unset.
+func (k KubernetesConfig) EffectiveNetwork() NetworkMode {
+	return effectiveNetwork(k.Network, k.NetworkEnabled)
+}
+
+func effectiveNetwork(mode NetworkMode, enabled bool) NetworkMode {
 	switch {
-	case d.Network != "":
-		return d.Network
-	case d.NetworkEnabled:
+	case mode != "":
+		return mode
+	case enabled:
 		return NetworkOpen
 	}
 	return NetworkNone

@@ -163,18 +163,25 @@ func (c *Config) validateDocker(v *validator) {
 // and that an allowlist is not set where nothing would apply it.
 func (c *Config) validateDockerNetwork(v *validator) {
 	d := &c.Docker
-	if _, err := ParseNetworkMode(string(d.Network)); err != nil {
-		v.failf("docker.network", "%v", err)
+	c.validateNetwork(v, "docker", d.Network, d.NetworkEnabled, d.EgressAllow)
+}
+
+// validateNetwork checks SECTION.network against SECTION.network_enabled (its old spelling)
+// and that SECTION.egress_allow is not set where nothing would apply it.
+func (c *Config) validateNetwork(v *validator, section string, mode NetworkMode, enabled bool, allow []string) {
+	key, oldKey, allowKey := section+".network", section+".network_enabled", section+".egress_allow"
+	if _, err := ParseNetworkMode(string(mode)); err != nil {
+		v.failf(key, "%v", err)
 		return
 	}
-	if d.Network != "" && c.Source("docker.network_enabled") != SourceDefault && d.Network != (DockerConfig{NetworkEnabled: d.NetworkEnabled}).EffectiveNetwork() {
-		v.failf("docker.network", "%s contradicts docker.network_enabled: %v (false means none, true means open); docker.network replaces it: unset one (hermes-sandbox config unset docker.network_enabled)",
-			d.Network, d.NetworkEnabled)
+	if mode != "" && c.Source(oldKey) != SourceDefault && mode != effectiveNetwork("", enabled) {
+		v.failf(key, "%s contradicts %s: %v (false means none, true means open); %s replaces it: unset one (hermes-sandbox config unset %s)",
+			mode, oldKey, enabled, key, oldKey)
 	}
-	v.egressList("docker.egress_allow", d.EgressAllow)
-	if len(d.EgressAllow) > 0 && d.EffectiveNetwork() != NetworkAllowlist {
-		v.failf("docker.egress_allow", "is set but docker.network is %s, so nothing would apply it: set docker.network allowlist (hermes-sandbox config set docker.network allowlist) or empty docker.egress_allow",
-			d.EffectiveNetwork())
+	v.egressList(allowKey, allow)
+	if eff := effectiveNetwork(mode, enabled); len(allow) > 0 && eff != NetworkAllowlist {
+		v.failf(allowKey, "is set but %s is %s, so nothing would apply it: set %s allowlist (hermes-sandbox config set %s allowlist) or empty %s",
+			key, eff, key, key, allowKey)
 	}
 }
 
@@ -323,6 +330,7 @@ func (c *Config) validateOthers(v *validator) {
 	}
 
 	v.kubernetes(&c.Kubernetes)
+	c.validateNetwork(v, "kubernetes", c.Kubernetes.Network, c.Kubernetes.NetworkEnabled, c.Kubernetes.EgressAllow)
 
 	vc := &c.Vercel
 	if vc.Runtime != strings.TrimSpace(vc.Runtime) {

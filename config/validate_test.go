@@ -44,7 +44,7 @@ func TestValidate(t *testing.T) {
 			c.Docker.Network, c.Docker.EgressAllow = NetworkAllowlist, []string{"pypi.org", "*.github.com", "git.example.com:22"}
 		}, ""},
 		{"network allowlist empty", func(c *Config) { c.Docker.Network = NetworkAllowlist }, ""},
-		{"network bad", func(c *Config) { c.Docker.Network = "filtered" }, "docker.network: invalid docker.network"},
+		{"network bad", func(c *Config) { c.Docker.Network = "filtered" }, "docker.network: invalid network mode"},
 		{"egress ip", func(c *Config) {
 			c.Docker.Network, c.Docker.EgressAllow = NetworkAllowlist, []string{"10.0.0.1"}
 		}, "docker.egress_allow: \"10.0.0.1\" is an IP address"},
@@ -53,6 +53,18 @@ func TestValidate(t *testing.T) {
 		}, "docker.egress_allow"},
 		{"egress without allowlist", func(c *Config) { c.Docker.EgressAllow = []string{"pypi.org"} }, "docker.egress_allow: is set but docker.network is none"},
 		{"egress with open", func(c *Config) { c.Docker.NetworkEnabled, c.Docker.EgressAllow = true, []string{"pypi.org"} }, "docker.network is open"},
+		{"kubernetes allowlist", func(c *Config) {
+			c.Kubernetes.Network, c.Kubernetes.EgressAllow = NetworkAllowlist, []string{"pypi.org", "*.github.com", "git.example.com:22"}
+		}, ""},
+		{"kubernetes allowlist empty", func(c *Config) { c.Kubernetes.Network = NetworkAllowlist }, ""},
+		{"kubernetes network bad", func(c *Config) { c.Kubernetes.Network = "filtered" }, `kubernetes.network: invalid network mode "filtered"`},
+		{"kubernetes egress ip", func(c *Config) {
+			c.Kubernetes.Network, c.Kubernetes.EgressAllow = NetworkAllowlist, []string{"10.0.0.1"}
+		}, "kubernetes.egress_allow: \"10.0.0.1\" is an IP address"},
+		{"kubernetes egress without allowlist", func(c *Config) { c.Kubernetes.EgressAllow = []string{"pypi.org"} },
+			"kubernetes.egress_allow: is set but kubernetes.network is none, so nothing would apply it: set kubernetes.network allowlist"},
+		{"kubernetes egress with open", func(c *Config) { c.Kubernetes.NetworkEnabled, c.Kubernetes.EgressAllow = true, []string{"pypi.org"} },
+			"kubernetes.network is open"},
 		{"terminal egress bad", func(c *Config) { c.Terminal.EgressAllow = []string{"https://pypi.org"} }, "terminal.egress_allow"},
 		{"terminal egress ok", func(c *Config) { c.Terminal.EgressAllow = []string{"pypi.org:443"} }, ""},
 		{"port 0", func(c *Config) { c.SSH.Port = 0 }, "ssh.port: must be between 1 and 65535, got 0"},

@@ -8,7 +8,7 @@ var gateEnvPrefixes = [...]string{
 	"HERMES_SANDBOX_APPROVALS", "HERMES_SANDBOX_TOOLS", "HERMES_SANDBOX_LOOP", "HERMES_SANDBOX_AUDIT", "HERMES_SANDBOX_CONFIG",
 	// Egress: the network mode and the allowlists.
 	"HERMES_SANDBOX_DOCKER_NETWORK", "HERMES_SANDBOX_DOCKER_EGRESS_ALLOW", "HERMES_SANDBOX_TERMINAL_EGRESS_ALLOW",
-	"HERMES_SANDBOX_KUBERNETES_NETWORK_ENABLED", "HERMES_SANDBOX_MODAL_BLOCK_NETWORK", "HERMES_SANDBOX_MODAL_CIDR_ALLOWLIST",
+	"HERMES_SANDBOX_KUBERNETES_NETWORK", "HERMES_SANDBOX_KUBERNETES_EGRESS_ALLOW", "HERMES_SANDBOX_MODAL_BLOCK_NETWORK", "HERMES_SANDBOX_MODAL_CIDR_ALLOWLIST",
 	"HERMES_SANDBOX_DAYTONA_NETWORK_BLOCK_ALL", "HERMES_SANDBOX_DAYTONA_NETWORK_ALLOW_LIST", "HERMES_SANDBOX_VERCEL_NETWORK_ALLOW",
 }
 
@@ -17,7 +17,7 @@ func isEgressKey(key string) bool {
 	switch key {
 	case "docker.network", "docker.network_enabled", "docker.egress_allow", "terminal.egress_allow", "egress_allow", "network",
 		// Every backend's own network switch and allowlist.
-		"kubernetes.network_enabled", "modal.block_network", "modal.cidr_allowlist",
+		"kubernetes.network", "kubernetes.network_enabled", "kubernetes.egress_allow", "modal.block_network", "modal.cidr_allowlist",
 		"daytona.network_block_all", "daytona.network_allow_list", "vercel.network_allow":
 		return true
 	}

@@ -4,7 +4,8 @@ import "time"
 
 // Egress statuses: how far a backend enforces an egress allowlist with its current settings.
 const (
-	// EgressEnforced: this tool enforces the allowlist itself (docker's filtering proxy).
+	// EgressEnforced: this tool enforces the allowlist itself (the filtering proxy of docker
+	// and kubernetes).
 	EgressEnforced = "enforced"
 	// EgressProviderEnforced: the provider's own network policy enforces it.
 	EgressProviderEnforced = "provider-enforced"
@@ -54,7 +55,7 @@ type EgressEvent struct {
 }
 
 // EgressObserver is implemented by backends that see each outbound connection (docker with
-// docker.network allowlist). The caller (the CLI, which holds the audit log) installs the
+// docker.network allowlist, kubernetes with kubernetes.network allowlist). The caller (the CLI, which holds the audit log) installs the
 // function before opening sessions; it must be safe for concurrent use.
 type EgressObserver interface {
 	ObserveEgress(func(EgressEvent))

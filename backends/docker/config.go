@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -155,7 +156,7 @@ func newClient(ep endpoint) (*client.Client, error) {
 func containerEnv(cfg config.DockerConfig) []string {
 	env := map[string]string{"HOME": workdir(cfg)}
 	if cfg.EffectiveNetwork() == config.NetworkAllowlist {
-		for k, v := range proxyEnv() {
+		for k, v := range egress.ProxyEnv() {
 			env[k] = v
 		}
 	}

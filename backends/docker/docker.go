@@ -73,8 +73,7 @@ type Backend struct {
 
 	oomFile atomic.Int32 // index in oomFiles of the counter file that works here
 
-	egressMu  sync.Mutex
-	egressObs func(sandbox.EgressEvent) // receives the egress proxy's decisions (audit)
+	egressObs egress.Observer // receives the egress proxy's decisions (audit)
 
 	mu     sync.Mutex
 	closed bool

@@ -119,7 +119,7 @@ func TestEgressAllowlist(t *testing.T) {
 
 	// The proxy variables are there for ordinary tools.
 	res := run(t, sess, `echo "$HTTP_PROXY $https_proxy $NO_PROXY"`)
-	if got := strings.TrimSpace(res.Stdout); got != proxyURL+" "+proxyURL+" localhost,127.0.0.1,::1" {
+	if got := strings.TrimSpace(res.Stdout); got != "http://127.0.0.1:3128"+" "+"http://127.0.0.1:3128"+" localhost,127.0.0.1,::1" {
 		t.Errorf("proxy environment = %q", got)
 	}
 

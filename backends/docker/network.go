@@ -23,7 +23,6 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,29 +44,14 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
-	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 const (
-	// relayAddr is where the relay listens inside a container (its own loopback).
-	relayAddr = "127.0.0.1:3128"
-	proxyURL  = "http://" + relayAddr
 	// relayGreeting bounds the wait for a new relay to listen. A relay of another process
 	// on the same session may hold the port; the new one takes over when it frees.
 	relayGreeting = 5 * time.Second
 )
-
-// proxyEnv is what points ordinary tools (pip, npm, git, curl, wget) at the relay.
-func proxyEnv() map[string]string {
-	env := map[string]string{}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		env[k] = proxyURL
-	}
-	env["NO_PROXY"] = "localhost,127.0.0.1,::1"
-	env["no_proxy"] = env["NO_PROXY"]
-	return env
-}
 
 // network is the container's network mode.
 func (b *Backend) network() config.NetworkMode { return b.cfg.EffectiveNetwork() }
@@ -90,22 +74,7 @@ func (b *Backend) baseAllow() []string {
 
 // ObserveEgress installs the function that receives every connection the proxy decides on
 // (the CLI writes them to the audit log). Call it before opening sessions.
-func (b *Backend) ObserveEgress(fn func(sandbox.EgressEvent)) {
-	b.egressMu.Lock()
-	b.egressObs = fn
-	b.egressMu.Unlock()
-}
-
-func (b *Backend) observe(ev egress.Event) {
-	b.egressMu.Lock()
-	fn := b.egressObs
-	b.egressMu.Unlock()
-	if fn == nil {
-		return
-	}
-	fn(sandbox.EgressEvent{Session: ev.Session, Backend: Name, Method: ev.Method, Host: ev.Host, Port: ev.Port,
-		Decision: ev.Decision, Reason: ev.Reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
-}
+func (b *Backend) ObserveEgress(fn func(sandbox.EgressEvent)) { b.egressObs.Set(fn) }
 
 // Egress reports what docker enforces with its current settings.
 func (b *Backend) Egress() sandbox.EgressReport {
@@ -125,88 +94,18 @@ func (b *Backend) Egress() sandbox.EgressReport {
 		Detail: "none: the container has no network (docker.network none); nothing is reachable, so no allowlist is needed"}
 }
 
-// sessionOverrides is a live session's change to the allowlist (`sessions network`).
-type sessionOverrides struct {
-	Allow []string `json:"allow,omitempty"`
-	Deny  []string `json:"deny,omitempty"`
+// overrides is the configured allowlist with each live session's change to it (`sessions
+// network`), shared with the kubernetes backend (internal/egress).
+func (b *Backend) overrides() egress.Overrides {
+	return egress.Overrides{Dir: filepath.Join(filepath.Dir(b.recordDir), "egress"), Base: b.baseAllow(), ConfigKey: b.egressKey(), Logger: b.log}
 }
 
-func (b *Backend) overridePath(session string) string {
-	return filepath.Join(filepath.Dir(b.recordDir), "egress", session+".json")
-}
-
-func readOverrides(path string) (sessionOverrides, error) {
-	var o sessionOverrides
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return o, nil
-	}
-	if err != nil {
-		return o, err
-	}
-	if err := json.Unmarshal(data, &o); err != nil {
-		return o, fmt.Errorf("%s: %w", path, err)
-	}
-	return o, nil
-}
-
-// sessionAllow returns the allowlist in force for session: the configured one with the
-// session's overrides applied. A broken overrides file allows nothing.
-func (b *Backend) sessionAllow(session string) (egress.Allowlist, error) {
-	base, err := egress.ParseAllowlist(b.baseAllow())
-	if err != nil {
-		return egress.Allowlist{}, fmt.Errorf("%s: %w", b.egressKey(), err)
-	}
-	o, err := readOverrides(b.overridePath(session))
-	if err != nil {
-		return egress.Allowlist{}, err
-	}
-	add, err := parseRules(o.Allow)
-	if err != nil {
-		return egress.Allowlist{}, err
-	}
-	rm, err := parseRules(o.Deny)
-	if err != nil {
-		return egress.Allowlist{}, err
-	}
-	return base.With(add, rm), nil
-}
-
-func parseRules(entries []string) ([]egress.Rule, error) {
-	var out []egress.Rule
-	for _, e := range entries {
-		r, err := egress.ParseRule(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
+func (b *Backend) overridePath(session string) string { return b.overrides().Path(session) }
 
 // allowFunc is the proxy's view of the session's allowlist, re-read when the overrides
 // file changes.
 func (b *Backend) allowFunc(session string) func() egress.Allowlist {
-	var mu sync.Mutex
-	var stamp string
-	var cur egress.Allowlist
-	path := b.overridePath(session)
-	return func() egress.Allowlist {
-		st := "absent"
-		if fi, err := os.Stat(path); err == nil {
-			st = fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if st != stamp {
-			a, err := b.sessionAllow(session)
-			if err != nil {
-				b.log.Warn("egress allowlist unreadable; allowing nothing", "session", session, "err", err)
-			}
-			cur, stamp = a, st
-		}
-		return cur
-	}
+	return b.overrides().AllowFunc(session)
 }
 
 // SetSessionEgress changes a session's allowlist while it runs: allow adds hosts, deny
@@ -220,7 +119,7 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf(
 			"docker.network is %s, not allowlist: there is no allowlist to change (hermes-sandbox config set docker.network allowlist): %w", b.network(), sandbox.ErrUnsupported)}
 	}
-	if _, err := parseRules(append(slices.Clone(allow), deny...)); err != nil {
+	if _, err := egress.ParseRules(slices.Concat(allow, deny)); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
 	}
 	if _, err := b.inspect(ctx, b.containerName(session)); err != nil {
@@ -229,47 +128,7 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 		}
 		return nil, b.engineErr("network", session, err)
 	}
-	path := b.overridePath(session)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	unlock, err := flock.Lock(path + ".lock")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	o, err := readOverrides(path)
-	if err != nil {
-		return nil, err
-	}
-	norm := func(s string) string { r, _ := egress.ParseRule(s); return r.String() }
-	for _, a := range allow {
-		a = norm(a)
-		o.Deny = slices.DeleteFunc(o.Deny, func(s string) bool { return s == a })
-		if !slices.Contains(o.Allow, a) {
-			o.Allow = append(o.Allow, a)
-		}
-	}
-	for _, d := range deny {
-		d = norm(d)
-		o.Allow = slices.DeleteFunc(o.Allow, func(s string) bool { return s == d })
-		if !slices.Contains(o.Deny, d) {
-			o.Deny = append(o.Deny, d)
-		}
-	}
-	data, _ := json.MarshalIndent(o, "", "  ")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, err
-	}
-	a, err := b.sessionAllow(session)
-	if err != nil {
-		return nil, err
-	}
-	return a.Strings(), nil
+	return b.overrides().Change(session, allow, deny)
 }
 
 // relay is a session's running relay exec and the proxy serving its streams.
@@ -326,7 +185,7 @@ func (s *session) stopEgress() {
 
 func (b *Backend) relayArgs(sock string) []string {
 	args := append([]string{agentInCtr}, b.agent.args...)
-	args = append(args, "relay", "--listen", relayAddr)
+	args = append(args, "relay", "--listen", egress.RelayAddr)
 	if sock != "" {
 		args = append(args, "--unix", path.Join(egressSockInCtr, sock))
 	}
@@ -433,7 +292,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 	})
 	r.ms = mux.New(pr, hr.Conn, closer)
 	r.proxy = egress.New(egress.Options{Session: session, Allow: b.allowFunc(session), ConfigKey: b.egressKey(),
-		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.observe, Logger: log})
+		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log})
 	if sock != nil {
 		r.wg.Add(1)
 		go func() {
@@ -466,14 +325,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 	}()
 	go func() {
 		defer r.wg.Done()
-		for {
-			st, err := r.ms.Accept()
-			if err != nil {
-				return
-			}
-			r.viaStream.Add(1)
-			r.proxy.Go(st)
-		}
+		egress.ServeStreams(r.ms, r.proxy, &r.viaStream)
 	}()
 	t := time.NewTimer(relayGreeting)
 	defer t.Stop()
@@ -483,7 +335,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 	case <-r.ms.Done():
 		r.close()
 		return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: name, Err: fmt.Errorf(
-			"the relay exited before listening on %s (%v; it printed: %s): %w", relayAddr, r.ms.Err(), strings.TrimSpace(stderr.Tail()), sandbox.ErrUnavailable)}
+			"the relay exited before listening on %s (%v; it printed: %s): %w", egress.RelayAddr, r.ms.Err(), strings.TrimSpace(stderr.Tail()), sandbox.ErrUnavailable)}
 	case <-t.C:
 		// Another process's relay holds the port for this session; ours takes over when
 		// that one ends. Commands meanwhile go through the other process's proxy.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,9 +22,11 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -41,6 +44,9 @@ type session struct {
 	uid       types.UID
 	lastTouch time.Time
 	touching  sync.WaitGroup
+	relay     *relay // the egress relay and proxy (kubernetes.network allowlist)
+
+	egressMu sync.Mutex // serialises starting and stopping the relay
 }
 
 // start is the channel's Starter: a running pod and a helper attached to it.
@@ -56,6 +62,13 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if err != nil {
 		return channel.Started{}, err
 	}
+	if b.network() == config.NetworkAllowlist && pod.Labels[labelEgress] != "deny" {
+		// Made while kubernetes.network was open: no NetworkPolicy selects it, so the
+		// allowlist would be a pretence.
+		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "egress", ID: s.name, Err: fmt.Errorf(
+			"the session's pod %s was made with an open network and the deny-all-egress NetworkPolicy does not select it; remove the session (hermes-sandbox sessions rm %s) so kubernetes.network allowlist applies: %w",
+			pod.Name, s.name, sandbox.ErrInvalidConfig)}
+	}
 	client, err := b.startHelper(ctx, pod)
 	if err != nil && gone(err) {
 		// The pod ended between the check and the exec: make a new one, once.
@@ -68,6 +81,10 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if err != nil {
 		return channel.Started{}, b.mapErr("start helper", s.name, err)
 	}
+	if err := s.startEgress(ctx, pod.Name); err != nil {
+		client.Close()
+		return channel.Started{}, err
+	}
 	s.mu.Lock()
 	s.pod, s.uid = pod.Name, pod.UID
 	s.mu.Unlock()
@@ -76,12 +93,16 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 }
 
 func (s *session) onClose() error {
+	s.stopEgress()
 	s.touching.Wait()
 	return nil
 }
 
 // Exec runs cmd over the helper and marks the pod used (for gc).
 func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
+	if err := s.reviveEgress(ctx); err != nil {
+		return nil, err
+	}
 	res, err := s.Session.Exec(ctx, cmd)
 	s.touch()
 	return res, err
@@ -117,6 +138,18 @@ func gone(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "not found") || strings.Contains(msg, "container not running") ||
 		strings.Contains(msg, "cannot exec into a container in a completed pod") || strings.Contains(msg, "is not running")
+}
+
+// helperEnv is what the helper seeds a session with: the passed-through variables and, with
+// kubernetes.network allowlist, the proxy variables (also in the pod's own environment; seeded
+// too for a pod made before the setting changed).
+func (b *Backend) helperEnv() map[string]string {
+	if b.network() != config.NetworkAllowlist {
+		return b.passEnv
+	}
+	env := maps.Clone(b.passEnv)
+	maps.Copy(env, egress.ProxyEnv())
+	return env
 }
 
 // agentFile is the helper binary on this machine and its path in the pod (named by size and
@@ -212,7 +245,7 @@ func (b *Backend) startHelper(ctx context.Context, pod *corev1.Pod) (*agent.Clie
 	for attempt := 0; ; attempt++ {
 		client, code, tail, err := b.attach(ctx, c, pod.Name, argv, af.host)
 		if err == nil {
-			if err := client.SeedEnv(ctx, b.passEnv); err != nil {
+			if err := client.SeedEnv(ctx, b.helperEnv()); err != nil {
 				client.Close()
 				return nil, fmt.Errorf("pass environment to the helper: %w", err)
 			}

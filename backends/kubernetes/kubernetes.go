@@ -3,8 +3,9 @@
 // $KUBECONFIG, ~/.kube/config, else the in-cluster service account). A session's pod meets
 // the Pod Security "restricted" profile and more (non-root uid, read-only root, no
 // capabilities, RuntimeDefault seccomp, no service-account token, size-limited emptyDirs for
-// the workspace and /tmp, a lifetime), and without kubernetes.network_enabled a deny-all
-// egress NetworkPolicy selects it. The static sandbox-agent helper is uploaded through one
+// the workspace and /tmp, a lifetime), and unless kubernetes.network is open a deny-all
+// egress NetworkPolicy selects it (with allowlist, a relay carries connections to this
+// tool's filtering proxy: egress.go). The static sandbox-agent helper is uploaded through one
 // pod exec's stdin into the pod's own emptyDir and then serves the session over one
 // long-lived exec (WebSocket v5, else SPDY), so commands stream, keep their cwd and env,
 // and time out by killing their process tree inside the pod; per-command latency is the
@@ -34,6 +35,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -69,6 +71,11 @@ const (
 type Options struct {
 	// Labels are added to every object the backend creates.
 	Labels map[string]string
+	// EgressResolver resolves names for the egress proxy (kubernetes.network allowlist); nil
+	// is the system resolver. Tests map made-up names to local servers.
+	EgressResolver egress.Resolver
+	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
+	EgressAllowLoopback bool
 }
 
 // Backend runs sessions in pods of one namespace.
@@ -100,6 +107,8 @@ type Backend struct {
 
 	agentMu sync.Mutex
 	agent   *agentFile
+
+	egressObs egress.Observer // receives the egress proxy's decisions (audit)
 }
 
 // conn is what talking to the cluster needs.
@@ -255,7 +264,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	}
 	iso += ")"
 	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
-		Isolation: iso, Network: b.cfg.NetworkEnabled}
+		Isolation: iso, Network: b.network() != config.NetworkNone}
 }
 
 // Close forgets the client. Pods stay until their lifetime, `sessions rm` or gc.

@@ -83,7 +83,7 @@ func (b *Backend) create(ctx context.Context, c *conn, session string) (*corev1.
 	if err := b.checkRuntimeClass(ctx, c); err != nil {
 		return nil, err
 	}
-	if !b.cfg.NetworkEnabled {
+	if b.denyEgress() {
 		if err := b.ensurePolicy(ctx, c); err != nil {
 			return nil, err
 		}
@@ -314,7 +314,7 @@ func (b *Backend) ensurePolicy(ctx context.Context, c *conn) error {
 	}
 	if apierrors.IsForbidden(err) {
 		return &sandbox.Error{Backend: Name, Op: "network policy", ID: b.policyName(),
-			Err: fmt.Errorf("cannot create the deny-all egress NetworkPolicy (%s); grant create on networkpolicies in namespace %s, or set kubernetes.network_enabled true to run without it: %w", apiMessage(err), c.namespace, sandbox.ErrDenied)}
+			Err: fmt.Errorf("cannot create the deny-all egress NetworkPolicy (%s); grant create on networkpolicies in namespace %s, or set kubernetes.network open to run without it: %w", apiMessage(err), c.namespace, sandbox.ErrDenied)}
 	}
 	return b.admissionErr("network policy", b.policyName(), err)
 }

@@ -48,6 +48,12 @@ func newCluster(t testing.TB) *cluster {
 // backend returns a backend on the cluster with state in state ("" = a new directory).
 func (c *cluster) backend(t testing.TB, state string, mut func(*config.Config)) *Backend {
 	t.Helper()
+	return c.backendWith(t, state, mut, Options{})
+}
+
+// backendWith is backend with extra options.
+func (c *cluster) backendWith(t testing.TB, state string, mut func(*config.Config), extra Options) *Backend {
+	t.Helper()
 	if state == "" {
 		state = t.TempDir()
 	}
@@ -62,7 +68,7 @@ func (c *cluster) backend(t testing.TB, state string, mut func(*config.Config)) 
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewWith(cfg.Kubernetes, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"HOME=" + t.TempDir()}, Logger: testenv.Logger()}), Options{})
+	b, err := NewWith(cfg.Kubernetes, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"HOME=" + t.TempDir()}, Logger: testenv.Logger()}), extra)
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)
 	}

@@ -2,7 +2,9 @@ package kubernetes
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 )
 
 // keeper is the container's first process: it only waits, so the helper (started by exec)
@@ -38,7 +41,7 @@ func (b *Backend) labels(session string) map[string]string {
 		l[labelPool] = "ready"
 		l[labelSpec] = b.specHash()
 	}
-	if !b.cfg.NetworkEnabled {
+	if b.denyEgress() {
 		l[labelEgress] = "deny"
 	}
 	return l
@@ -78,6 +81,16 @@ func (b *Backend) podSpec() corev1.PodSpec {
 	lifetime := int64(b.cfg.MaxLifetime / time.Second)
 	grace := int64(5)
 	ws := b.cfg.WorkspaceSize.Bytes()
+	env := []corev1.EnvVar{
+		{Name: "HOME", Value: workdir},
+		{Name: "TMPDIR", Value: tmpDir},
+	}
+	if b.network() == config.NetworkAllowlist {
+		pe := egress.ProxyEnv()
+		for _, k := range slices.Sorted(maps.Keys(pe)) {
+			env = append(env, corev1.EnvVar{Name: k, Value: pe[k]})
+		}
+	}
 	spec := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		AutomountServiceAccountToken:  &no,
@@ -103,10 +116,7 @@ func (b *Backend) podSpec() corev1.PodSpec {
 			Image:      b.cfg.Image,
 			Command:    []string{"/bin/sh", "-c", keeper},
 			WorkingDir: workdir,
-			Env: []corev1.EnvVar{
-				{Name: "HOME", Value: workdir},
-				{Name: "TMPDIR", Value: tmpDir},
-			},
+			Env:        env,
 			SecurityContext: &corev1.SecurityContext{
 				RunAsNonRoot:             &yes,
 				RunAsUser:                &uid,
@@ -173,8 +183,8 @@ func tolerations(specs []string) []corev1.Toleration {
 // policyName is the scope's deny-all-egress NetworkPolicy.
 func (b *Backend) policyName() string { return "hermes-" + b.scope.ID() + "-deny-egress" }
 
-// NetworkPolicy denies all egress (DNS included) to this scope's pods without
-// kubernetes.network_enabled. Exported for tests.
+// NetworkPolicy denies all egress (DNS included) to this scope's pods unless
+// kubernetes.network is open. Exported for tests.
 func (b *Backend) NetworkPolicy() *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},

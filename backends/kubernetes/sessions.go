@@ -106,6 +106,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
 	defer sandbox.RemoveSpills(b.spillDir, name)
+	defer b.overrides().Remove(name) // a live allowlist change ends with its session
 	c, err := b.cluster()
 	if err != nil {
 		return err
@@ -229,7 +230,7 @@ func (b *Backend) permissions() []permission {
 		{"create", "", "pods", ""}, {"get", "", "pods", ""}, {"list", "", "pods", ""},
 		{"delete", "", "pods", ""}, {"patch", "", "pods", ""}, {"create", "", "pods", "exec"},
 	}
-	if !b.cfg.NetworkEnabled {
+	if b.denyEgress() {
 		ps = append(ps, permission{"create", "networking.k8s.io", "networkpolicies", ""})
 	}
 	if b.cfg.PoolSize > 0 {
@@ -309,7 +310,7 @@ func (b *Backend) Describe() string {
 		s += " (Kubernetes " + v + ")"
 	}
 	s += ", namespace " + b.conn.namespace + ", credentials from " + b.conn.source + ", mode " + string(b.cfg.Mode)
-	if !b.cfg.NetworkEnabled {
+	if b.denyEgress() {
 		s += "; the deny-all egress NetworkPolicy is enforced only by a NetworkPolicy-capable CNI (Calico, Cilium, …)"
 	}
 	return s
@@ -318,23 +319,17 @@ func (b *Backend) Describe() string {
 // Warnings lists settings that weaken isolation.
 func (b *Backend) Warnings() []string {
 	var w []string
-	if b.cfg.NetworkEnabled {
-		w = append(w, "kubernetes.network_enabled is true: pods reach whatever the cluster network reaches")
+	if b.network() == config.NetworkOpen {
+		key := "kubernetes.network is open"
+		if b.cfg.Network == "" {
+			key = "kubernetes.network_enabled is true"
+		}
+		w = append(w, key+": pods reach whatever the cluster network reaches; kubernetes.network allowlist with kubernetes.egress_allow lets through only the hosts you list")
 	}
 	if b.cfg.RuntimeClass == "" {
 		w = append(w, "kubernetes.runtime_class is unset: pods share the node's kernel (gvisor or kata isolate more)")
 	}
 	return w
-}
-
-// Egress says what is enforced about outbound connections.
-func (b *Backend) Egress() sandbox.EgressReport {
-	if b.cfg.NetworkEnabled {
-		return sandbox.EgressReport{Status: sandbox.EgressOpen,
-			Detail: "open: kubernetes.network_enabled is true, pods reach what the cluster network reaches; host-name allowlists are not available on kubernetes yet"}
-	}
-	return sandbox.EgressReport{Status: sandbox.EgressNone, AppliesShared: true,
-		Detail: "none, provider-enforced: a deny-all egress NetworkPolicy selects the pods (DNS included); it holds only where the cluster's CNI enforces NetworkPolicy"}
 }
 
 // SetupHint says which cluster the kubeconfig points at.
@@ -350,5 +345,4 @@ var (
 	_ sandbox.Collector      = (*Backend)(nil)
 	_ sandbox.Checker        = (*Backend)(nil)
 	_ sandbox.Warner         = (*Backend)(nil)
-	_ sandbox.EgressReporter = (*Backend)(nil)
 )

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,74 @@ func TestAskWatcher(t *testing.T) {
 		if asked != want || out.String() != strings.Join(chunks, "") {
 			t.Errorf("%q: asked %d times, passed %q", chunks, asked, out.String())
 		}
+	}
+}
+
+// TestNetworkModes: none and allowlist pods are selected by the deny-all-egress policy and
+// open ones are not; only allowlist pods carry the proxy variables (so a warm pod of one mode
+// is never handed to a session of another), the relay is told no unix socket, and Egress()
+// names the key in force and, for allowlist, the CNI caveat.
+func TestNetworkModes(t *testing.T) {
+	env := func(p *corev1.Pod) map[string]string {
+		m := map[string]string{}
+		for _, e := range p.Spec.Containers[0].Env {
+			m[e.Name] = e.Value
+		}
+		return m
+	}
+	none := offline(t, nil)
+	allow := offline(t, func(c *config.Config) {
+		c.Kubernetes.Network, c.Kubernetes.EgressAllow = config.NetworkAllowlist, []string{"pypi.org"}
+	})
+	open := offline(t, func(c *config.Config) { c.Kubernetes.NetworkEnabled = true })
+	for _, tt := range []struct {
+		b        *Backend
+		deny     bool
+		proxy    string
+		status   string
+		network  bool
+		policies bool
+	}{
+		{none, true, "", sandbox.EgressNone, false, true},
+		{allow, true, "http://127.0.0.1:3128", sandbox.EgressEnforced, true, true},
+		{open, false, "", sandbox.EgressOpen, true, false},
+	} {
+		p := tt.b.Pod("s", "p")
+		mode := tt.b.network()
+		if got := p.Labels[labelEgress] == "deny"; got != tt.deny {
+			t.Errorf("%s: selected by the deny-all policy = %v; want %v", mode, got, tt.deny)
+		}
+		if got := env(p)["HTTPS_PROXY"]; got != tt.proxy {
+			t.Errorf("%s: HTTPS_PROXY = %q; want %q", mode, got, tt.proxy)
+		}
+		if got := tt.b.Egress().Status; got != tt.status {
+			t.Errorf("%s: Egress().Status = %q; want %q", mode, got, tt.status)
+		}
+		if got := tt.b.Capabilities().Network; got != tt.network {
+			t.Errorf("%s: Capabilities().Network = %v; want %v", mode, got, tt.network)
+		}
+		needs := slices.ContainsFunc(tt.b.permissions(), func(p permission) bool { return p.resource == "networkpolicies" })
+		if needs != tt.policies {
+			t.Errorf("%s: needs networkpolicies = %v; want %v", mode, needs, tt.policies)
+		}
+	}
+	if none.specHash() == allow.specHash() {
+		t.Error("none and allowlist pods have the same spec hash: a warm pod without the proxy variables could serve an allowlist session")
+	}
+	rep := allow.Egress()
+	if !strings.Contains(rep.Detail, "kubernetes.egress_allow") || !strings.Contains(rep.Detail, "NOT blocked") || rep.AppliesShared || !slices.Equal(rep.Allow, []string{"pypi.org"}) {
+		t.Errorf("allowlist Egress() = %+v", rep)
+	}
+	shared := offline(t, func(c *config.Config) {
+		c.Kubernetes.Network, c.Terminal.EgressAllow = config.NetworkAllowlist, []string{"files.example.org"}
+	})
+	if rep := shared.Egress(); !rep.AppliesShared || !strings.Contains(rep.Detail, "terminal.egress_allow") || !slices.Equal(rep.Allow, []string{"files.example.org"}) {
+		t.Errorf("allowlist from terminal.egress_allow: Egress() = %+v", rep)
+	}
+	if got := strings.Join(relayArgs(&agentFile{remote: "/h/agent"}), " "); got != "/h/agent relay --listen 127.0.0.1:3128" {
+		t.Errorf("relayArgs = %q", got)
+	}
+	if w := strings.Join(open.Warnings(), "; "); !strings.Contains(w, "kubernetes.network_enabled is true") {
+		t.Errorf("open Warnings() = %q", w)
 	}
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // sessionNetworker is implemented by backends whose live sessions have an egress allowlist
-// that can change (docker with docker.network allowlist).
+// that can change (docker with docker.network allowlist, kubernetes with kubernetes.network
+// allowlist).
 type sessionNetworker interface {
 	SetSessionEgress(ctx context.Context, session string, allow, deny []string) ([]string, error)
 }
@@ -27,9 +28,10 @@ func (a *app) sessionsNetworkCmd() *cobra.Command {
 	var allow, deny []string
 	cmd := &cobra.Command{
 		Use:   "network NAME [--allow HOST]... [--deny HOST]...",
-		Short: "Change a live docker session's egress allowlist (a person's command; agents cannot run it)",
+		Short: "Change a live session's egress allowlist (a person's command; agents cannot run it)",
 		Long: `Adds hosts to (--allow) or removes them from (--deny) the egress allowlist of one session of
-the docker backend with docker.network allowlist. Entries are written as in docker.egress_allow:
+the docker backend with docker.network allowlist, or the kubernetes backend with kubernetes.network
+allowlist. Entries are written as in docker.egress_allow and kubernetes.egress_allow:
 NAME, *.NAME, NAME:PORT. The change applies to the session's next connection and lasts as long
 as the session; --deny also removes a host the configuration lists. Without flags it prints the
 allowlist in force. Every change is recorded in the audit log (audit show --kind egress_policy).`,

@@ -1,0 +1,67 @@
+package egress
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// ServeStreams serves each stream a relay opens on ms (one per connection made inside the
+// sandbox) with p, until ms ends. served, if not nil, counts them.
+func ServeStreams(ms *mux.Session, p *Proxy, served *atomic.Int64) {
+	for {
+		st, err := ms.Accept()
+		if err != nil {
+			return
+		}
+		if served != nil {
+			served.Add(1)
+		}
+		p.Go(st)
+	}
+}
+
+// RelayAddr is where a sandbox's relay listens: the sandbox's own loopback.
+const RelayAddr = "127.0.0.1:3128"
+
+// ProxyEnv is what points ordinary tools (pip, npm, git, curl, wget) inside a sandbox at its
+// relay.
+func ProxyEnv() map[string]string {
+	env := map[string]string{}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		env[k] = "http://" + RelayAddr
+	}
+	env["NO_PROXY"] = "localhost,127.0.0.1,::1"
+	env["no_proxy"] = env["NO_PROXY"]
+	return env
+}
+
+// Observer hands a backend's proxy events on to whoever watches them (the CLI writes them to
+// the audit log). The zero value discards events until Set.
+type Observer struct {
+	mu sync.Mutex
+	fn func(sandbox.EgressEvent)
+}
+
+// Set installs fn; call it before sessions open.
+func (o *Observer) Set(fn func(sandbox.EgressEvent)) {
+	o.mu.Lock()
+	o.fn = fn
+	o.mu.Unlock()
+}
+
+// Recorder returns the Options.Record function for proxies of backend.
+func (o *Observer) Recorder(backend string) func(Event) {
+	return func(ev Event) {
+		o.mu.Lock()
+		fn := o.fn
+		o.mu.Unlock()
+		if fn == nil {
+			return
+		}
+		fn(sandbox.EgressEvent{Session: ev.Session, Backend: backend, Method: ev.Method, Host: ev.Host, Port: ev.Port,
+			Decision: ev.Decision, Reason: ev.Reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
+	}
+}
