@@ -96,6 +96,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 			return target{id: e.id, client: e.client, recreated: hadRecord || known != "", fresh: true}, nil
 		}
 	}
+	waitFrom := time.Now()
 	for attempt := 0; ; attempt++ {
 		if attempt == 4 {
 			return target{}, &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: errors.New("the container keeps disappearing while it is being set up (is something removing it?)")}
@@ -165,7 +166,16 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 		}
 		id, err := b.create(ctx, name, roleSession, session)
 		if errors.Is(err, errNameTaken) {
-			continue // another process created it meanwhile: use theirs
+			// Another process is creating it: use theirs once the engine shows it (the name
+			// is taken a moment before the container can be inspected). Not a disappearance.
+			if time.Since(waitFrom) > nameWait {
+				return target{}, &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: fmt.Errorf("the name is taken but no container by that name appeared within %s: %w", nameWait, sandbox.ErrUnavailable)}
+			}
+			if err := sandbox.Sleep(ctx, 20*time.Millisecond); err != nil {
+				return target{}, err
+			}
+			attempt--
+			continue
 		}
 		if err != nil {
 			return target{}, err
@@ -176,6 +186,10 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 }
 
 var errNameTaken = errors.New("container name already in use")
+
+// nameWait bounds the wait for a container another process is creating under the session's
+// name to show up.
+const nameWait = time.Minute
 
 // create makes and starts a hardened container. Its workspace volume is made writable for
 // the sandbox user by a never-started helper container, in parallel with the start. The

@@ -75,6 +75,7 @@ func run(t *testing.T, opts Options, gated bool) {
 	t.Run("StatePersists", s.testState)
 	t.Run("StateSurvivesScriptExitTrap", s.testExitTrap)
 	t.Run("ConcurrentExportsKept", s.testConcurrentExports)
+	t.Run("ConcurrentFirstUse", s.testConcurrentFirstUse)
 	t.Run("StateSaveFailureReported", s.testStateSaveFailure)
 	t.Run("Dir", s.testDir)
 	t.Run("Timeout", s.testTimeout)

@@ -1,11 +1,13 @@
 package sandboxtest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -149,5 +151,69 @@ func (s *suite) testConcurrentExports(t *testing.T) {
 	wg2.Wait()
 	if res := s.sh(t, sess, `pwd; echo "${HERMES_CE_AFTER-lost}"`); res.Stdout != dir+"\n1\n" {
 		t.Errorf("after an overlapping cd and export = %q; want %q", res.Stdout, dir+"\n1\n")
+	}
+}
+
+// testConcurrentFirstUse: ten processes (here backends) that run the first command of the same
+// new session at once all succeed, and share one sandbox: a file one of them writes is seen by
+// all.
+func (s *suite) testConcurrentFirstUse(t *testing.T) {
+	if !s.b.Capabilities().Persistent {
+		t.Skip("sessions do not outlive their process, so separate processes cannot share one")
+	}
+	sessionSeq.Lock()
+	sessionSeq.n++
+	name := fmt.Sprintf("conf-first-%d-%d", time.Now().UnixNano()%1_000_000, sessionSeq.n)
+	sessionSeq.Unlock()
+	const n = 10
+	backends := make([]sandbox.Backend, n)
+	for i := range backends {
+		backends[i] = s.opts.NewBackend(t)
+		t.Cleanup(func() { backends[i].Close() })
+	}
+	t.Cleanup(func() {
+		if m, ok := s.b.(sandbox.SessionManager); ok {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 60*time.Second)
+			defer cancel()
+			_ = m.Remove(ctx, name)
+		}
+	})
+	marker := s.opts.Scratch + "/hermes-first-" + name
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i, b := range backends {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second*s.opts.Slow)
+			defer cancel()
+			sess, err := b.Open(ctx, name)
+			if err != nil {
+				errs <- fmt.Errorf("first use %d: Open = %v", i, err)
+				return
+			}
+			defer sess.Close()
+			res, err := sess.Exec(ctx, sandbox.Command{Script: fmt.Sprintf("echo %d >> %s", i, marker)})
+			if err != nil || res.ExitCode != 0 {
+				errs <- fmt.Errorf("first use %d: Exec = %+v, %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	sess := s.open(t, s.b, name)
+	res := s.sh(t, sess, "sort -n "+marker+"; rm -f "+marker)
+	var want []string
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprint(i))
+	}
+	if got := strings.Fields(res.Stdout); !slices.Equal(got, want) {
+		t.Errorf("the ten first uses wrote %q into one sandbox; want %q (each in the same sandbox)", got, want)
 	}
 }
