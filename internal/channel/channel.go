@@ -52,6 +52,11 @@ type Session struct {
 	client    *agent.Client
 	recreated bool // not yet reported in a result
 	closed    bool
+	// starting is closed when the start in progress ends (nil: none). The start runs without
+	// mu, so Close and other calls never wait behind a container create or an upload; callers
+	// that need the helper wait for it, or for their own context.
+	starting    chan struct{}
+	cancelStart context.CancelFunc
 }
 
 // New returns a session; nothing starts until the first use.
@@ -66,30 +71,62 @@ func New(opts Options) *Session {
 // Name returns the session name.
 func (s *Session) Name() string { return s.opts.Name }
 
-// Client returns a live helper client, starting one if needed.
+// Client returns a live helper client, starting one if needed. One start runs at a time;
+// other callers wait for it.
 func (s *Session) Client(ctx context.Context) (*agent.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, s.wrap("exec", sandbox.ErrClosed)
-	}
-	if s.client != nil {
-		select {
-		case <-s.client.Done():
-			s.log.Debug("helper stream lost; restarting", "err", s.client.Err())
-			s.client.Close()
-			s.client = nil
-		default:
-			return s.client, nil
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, s.wrap("exec", sandbox.ErrClosed)
 		}
+		if s.client != nil {
+			select {
+			case <-s.client.Done():
+				s.log.Debug("helper stream lost; restarting", "err", s.client.Err())
+				go s.client.Close()
+				s.client = nil
+			default:
+				c := s.client
+				s.mu.Unlock()
+				return c, nil
+			}
+		}
+		if ch := s.starting; ch != nil {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue // started (or failed: then this caller tries)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		sctx, cancel := context.WithCancel(ctx)
+		s.starting, s.cancelStart = ch, cancel
+		s.mu.Unlock()
+
+		st, err := s.opts.Start(sctx)
+
+		s.mu.Lock()
+		cancel()
+		s.starting, s.cancelStart = nil, nil
+		close(ch)
+		closed := s.closed
+		if err == nil && !closed {
+			s.client = st.Client
+			s.recreated = s.recreated || st.Recreated
+		}
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, err
+		case closed:
+			st.Client.Close()
+			return nil, s.wrap("exec", sandbox.ErrClosed)
+		}
+		return st.Client, nil
 	}
-	st, err := s.opts.Start(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.client = st.Client
-	s.recreated = s.recreated || st.Recreated
-	return s.client, nil
 }
 
 // takeRecreated reports (once) that the sandbox was recreated.
@@ -185,7 +222,16 @@ func (s *Session) Close() error {
 	s.closed = true
 	c := s.client
 	s.client = nil
+	starting := s.starting
+	if s.cancelStart != nil {
+		s.cancelStart()
+	}
 	s.mu.Unlock()
+	if starting != nil {
+		// A start cut short still ends what it began (a container create finishes): wait,
+		// so that OnClose runs after it and what it started is not left behind.
+		<-starting
+	}
 	var err error
 	if c != nil {
 		err = c.Close()

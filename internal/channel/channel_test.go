@@ -196,3 +196,52 @@ func TestLogWriterLinesAndTail(t *testing.T) {
 	}
 	NewLogWriter(nil, slog.LevelInfo, "m").Write([]byte("no logger\n")) // must not panic
 }
+
+// TestStartDoesNotHoldTheSession: while a helper is starting (a container create, an upload),
+// a caller with a shorter deadline gives up on its own, Close does not wait for the start to
+// finish on its own time (it cuts it short), and the client the cut start made is closed.
+func TestStartDoesNotHoldTheSession(t *testing.T) {
+	h := &helpers{t: t, state: t.TempDir()}
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var startErr error
+	slow := func(ctx context.Context) (Started, error) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			startErr = ctx.Err()
+			return Started{}, ctx.Err()
+		}
+		return h.start(ctx)
+	}
+	s := New(Options{Backend: "test", Name: "slow", Start: slow, SpillDir: t.TempDir()})
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(context.Background(), sandbox.Command{Script: "true"})
+		first <- err
+	}()
+	<-entered
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Exec(short, sandbox.Command{Script: "true"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Exec with a 50 ms deadline during a start = %v; want its own deadline", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("Close waited for the start instead of cutting it short")
+	}
+	if !errors.Is(startErr, context.Canceled) {
+		t.Errorf("the start in progress saw %v; want it cancelled by Close", startErr)
+	}
+	if err := <-first; err == nil {
+		t.Error("the Exec whose start Close cut short succeeded")
+	}
+	if _, err := s.Exec(ctxT(t), sandbox.Command{Script: "true"}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("Exec after Close = %v; want ErrClosed", err)
+	}
+}
