@@ -38,7 +38,55 @@ type pending struct {
 	data           io.Writer // read_file
 	result         chan frame
 	dataErr        error
+	// queue carries the call's frames from the read loop to its own deliverer, so a caller
+	// that reads its output slowly holds up only its own call: the read loop waits for a
+	// call only when that call has deliverQueue frames waiting. gone ends the deliverer
+	// when the caller gave up.
+	queue chan frame
+	gone  chan struct{}
+	once  sync.Once
 }
+
+// deliverQueue bounds the frames (up to 32 KiB each) waiting for one call's writers.
+const deliverQueue = 256
+
+// deliver writes the call's output in order and hands over its final frame; when the
+// stream ends first, it closes result.
+func (p *pending) deliver() {
+	for {
+		var f frame
+		var ok bool
+		select {
+		case f, ok = <-p.queue:
+		case <-p.gone:
+			return
+		}
+		if !ok {
+			close(p.result)
+			return
+		}
+		switch f.typ {
+		case tStdout:
+			if p.stdout != nil {
+				p.stdout.Write(f.payload)
+			}
+		case tStderr:
+			if p.stderr != nil {
+				p.stderr.Write(f.payload)
+			}
+		case tData:
+			if p.data != nil && p.dataErr == nil {
+				_, p.dataErr = p.data.Write(f.payload)
+			}
+		case tExit, tReply, tError:
+			p.result <- f
+			return
+		}
+	}
+}
+
+// leave tells the deliverer that the caller is gone.
+func (p *pending) leave() { p.once.Do(func() { close(p.gone) }) }
 
 // NewClient waits for the helper's greeting on r (skipping any banner a remote shell printed
 // first) and starts reading. closeFn closes the stream; Close calls it.
@@ -143,23 +191,17 @@ func (c *Client) readLoop(br *bufio.Reader) {
 			continue
 		}
 		switch f.typ {
-		case tStdout:
-			if p.stdout != nil {
-				p.stdout.Write(f.payload)
-			}
-		case tStderr:
-			if p.stderr != nil {
-				p.stderr.Write(f.payload)
-			}
-		case tData:
-			if p.data != nil && p.dataErr == nil {
-				_, p.dataErr = p.data.Write(f.payload)
-			}
+		case tStdout, tStderr, tData:
 		case tExit, tReply, tError:
 			c.mu.Lock()
 			delete(c.pending, f.id)
 			c.mu.Unlock()
-			p.result <- f
+		default:
+			continue
+		}
+		select {
+		case p.queue <- f:
+		case <-p.gone:
 		}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -171,7 +213,7 @@ func (c *Client) readLoop(br *bufio.Reader) {
 	c.err = err
 	for id, p := range c.pending {
 		delete(c.pending, id)
-		close(p.result)
+		close(p.queue) // the deliverer writes what is queued, then closes result
 	}
 	c.mu.Unlock()
 	close(c.done)
@@ -185,14 +227,21 @@ func (c *Client) register(p *pending) (uint32, error) {
 	}
 	c.nextID++
 	p.result = make(chan frame, 1)
+	p.queue = make(chan frame, deliverQueue)
+	p.gone = make(chan struct{})
 	c.pending[c.nextID] = p
+	go p.deliver()
 	return c.nextID, nil
 }
 
 func (c *Client) unregister(id uint32) {
 	c.mu.Lock()
+	p := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
+	if p != nil {
+		p.leave()
+	}
 }
 
 func (c *Client) sendJSON(typ frameType, id uint32, v any) error {
@@ -238,10 +287,8 @@ func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdou
 		c.unregister(id)
 		return ExitInfo{}, errors.Join(ErrNotSent, err)
 	}
-	stopStdin := make(chan struct{})
-	defer close(stopStdin)
 	if stdin != nil {
-		go c.pumpStdin(id, stdin, stopStdin)
+		defer c.startStdin(id, stdin)()
 	}
 	var f frame
 	var ok bool
@@ -303,6 +350,28 @@ func decodeRemoteError(b []byte) error {
 		return fmt.Errorf("bad error message from helper: %s", b)
 	}
 	return &re
+}
+
+// startStdin pumps r to the command id until the returned stop is called. stop ends the
+// pump before it returns when r takes deadlines (a pipe, a socket): the pending read is woken,
+// so nothing more is taken from the caller's stdin once the command is over, and the
+// deadline is lifted again. Other readers end the pump at their next byte or EOF.
+func (c *Client) startStdin(id uint32, r io.Reader) (stop func()) {
+	stopCh := make(chan struct{})
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		c.pumpStdin(id, r, stopCh)
+	}()
+	return func() {
+		close(stopCh)
+		d, ok := r.(interface{ SetReadDeadline(time.Time) error })
+		if !ok || d.SetReadDeadline(time.Now()) != nil {
+			return
+		}
+		<-out
+		d.SetReadDeadline(time.Time{})
+	}
 }
 
 func (c *Client) pumpStdin(id uint32, r io.Reader, stop <-chan struct{}) {

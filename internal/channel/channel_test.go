@@ -245,3 +245,69 @@ func TestStartDoesNotHoldTheSession(t *testing.T) {
 		t.Errorf("Exec after Close = %v; want ErrClosed", err)
 	}
 }
+
+// blockingWriter blocks every write until released.
+type blockingWriter struct {
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
+	<-w.release
+	return len(p), nil
+}
+
+// TestSlowReaderHoldsOnlyItsOwnCall: a caller that does not read its live output holds up
+// only its own command; another command on the same session and helper still completes.
+func TestSlowReaderHoldsOnlyItsOwnCall(t *testing.T) {
+	s, _ := newSession(t)
+	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	slow := make(chan error, 1)
+	go func() {
+		res, err := s.Exec(ctxT(t), sandbox.Command{Script: "echo a; echo b", Stdout: w})
+		if err == nil && res.Stdout != "a\nb\n" {
+			err = errors.New("slow command's output = " + res.Stdout)
+		}
+		slow <- err
+	}()
+	select {
+	case <-w.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow command never wrote")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.Exec(ctx, sandbox.Command{Script: "echo other"})
+	if err != nil || res.Stdout != "other\n" {
+		t.Errorf("a command beside a stalled reader = %+v, %v; want it to finish", res, err)
+	}
+	close(w.release)
+	if err := <-slow; err != nil {
+		t.Errorf("the slow reader's command: %v", err)
+	}
+}
+
+// TestStdinPumpEndsWithCommand: once a command has ended, nothing more is taken from the
+// stdin it was given; the next reader of that stdin gets the bytes.
+func TestStdinPumpEndsWithCommand(t *testing.T) {
+	s, _ := newSession(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if res, err := s.Exec(ctxT(t), sandbox.Command{Script: "true", Stdin: r}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec = %+v, %v", res, err)
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	r.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 1)
+	if n, err := r.Read(buf); n != 1 || buf[0] != 'x' {
+		t.Errorf("reading stdin after the command = %q, %v; want x (the ended command's pump took it)", buf[:n], err)
+	}
+}
