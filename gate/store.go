@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // Store keeps each session's approvals, call count and starting state in files under a
@@ -89,34 +90,7 @@ func (st *Store) update(backend, session string, fn func(*storedSession)) (store
 	if err != nil {
 		return s, err
 	}
-	return s, writeAtomic(p, b)
-}
-
-// writeAtomic replaces p with data through a uniquely named temporary file in the same
-// directory, so neither a crash nor a concurrent writer leaves a torn file.
-func writeAtomic(p string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return s, sandbox.WriteFileAtomic(p, b)
 }
 
 func (st *Store) forget(backend, session string) {

@@ -108,7 +108,7 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 		return nil, err
 	}
 	b := &Backend{
-		owner:     poolOwner(),
+		owner:     sandbox.ProcessOwner(),
 		opts:      opts,
 		cfg:       cfg,
 		extra:     extra,
@@ -226,7 +226,7 @@ func (b *Backend) writeRecord(session, id string) {
 		b.log.Warn("session record", "session", session, "err", err)
 		return
 	}
-	if err := os.WriteFile(b.recordPath(session), []byte(id+"\n"), 0o600); err != nil {
+	if err := sandbox.WriteFileAtomic(b.recordPath(session), []byte(id+"\n")); err != nil {
 		b.log.Warn("session record", "session", session, "err", err)
 	}
 }

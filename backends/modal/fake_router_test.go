@@ -169,7 +169,7 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 		}
 	}
 	cli := r.f.docker
-	ex, err := cli.ExecCreate(ctx, sb.container, client.ExecCreateOptions{Cmd: args, Env: env, WorkingDir: req.GetWorkdir(),
+	ex, err := cli.ExecCreate(ctx, sb.containerID(), client.ExecCreateOptions{Cmd: args, Env: env, WorkingDir: req.GetWorkdir(),
 		AttachStdin: true, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return nil, status.Errorf(codes.NotFound, "exec in sandbox: %v", err)
@@ -435,7 +435,7 @@ func (r *fakeRouter) TaskSnapshotFilesystem(ctx context.Context, req *pb.TaskSna
 	if req.GetSnapshotId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "snapshot_id is required")
 	}
-	res, err := r.f.docker.ContainerCommit(ctx, sb.container, client.ContainerCommitOptions{})
+	res, err := r.f.docker.ContainerCommit(ctx, sb.containerID(), client.ContainerCommitOptions{})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "snapshot: %v", err)
 	}

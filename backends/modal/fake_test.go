@@ -58,8 +58,10 @@ type fakeModal struct {
 	srv         *grpc.Server
 	router      *fakeRouter
 	ending      sync.WaitGroup // terminations still removing their containers
+	scheduling  sync.WaitGroup // SandboxCreate calls still making their containers
 
 	mu          sync.Mutex
+	closed      bool // no more sandboxes are accepted
 	authTokens  map[string]bool
 	jwts        map[string]string // router JWT → task id
 	apps        map[string]string // name → app id
@@ -136,6 +138,7 @@ func (f *fakeModal) url() string { return "http://" + f.addr }
 func (f *fakeModal) close() {
 	f.srv.Stop()
 	f.mu.Lock()
+	f.closed = true
 	sbs := make([]*fakeSandbox, 0, len(f.sandboxes))
 	for _, sb := range f.sandboxes {
 		sbs = append(sbs, sb)
@@ -145,7 +148,9 @@ func (f *fakeModal) close() {
 	for _, sb := range sbs {
 		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_TERMINATED)
 	}
-	// A sandbox that ended on its own (idle, timeout) may still be removing its container.
+	// A sandbox still being scheduled removes its container once it sees it was terminated; one
+	// that ended on its own (idle, timeout) may still be removing its container.
+	f.scheduling.Wait()
 	f.ending.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -190,6 +195,13 @@ func (f *fakeModal) running() []*fakeSandbox {
 		}
 	}
 	return out
+}
+
+// containerID is the sandbox's container ("" until it is scheduled).
+func (sb *fakeSandbox) containerID() string {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.container
 }
 
 func (sb *fakeSandbox) running() bool {
@@ -448,19 +460,34 @@ func (f *fakeModal) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequ
 	if err != nil {
 		return nil, err
 	}
-	if name != "" {
-		f.mu.Lock()
-		for _, other := range f.sandboxes {
-			if other.appID == req.GetAppId() && other.name == name && other.running() {
-				f.mu.Unlock()
-				return nil, status.Errorf(codes.AlreadyExists, "Sandbox with name '%s' already exists", name)
-			}
-		}
-		f.mu.Unlock()
-	}
+	// The name is taken the moment the request is accepted, before the sandbox is scheduled
+	// (here: before its container exists), and the check and the taking are one step: the
+	// service lets only one running sandbox hold a name within an App, so of simultaneous
+	// creates one makes the sandbox and the rest get ALREADY_EXISTS (the SDK turns it into
+	// AlreadyExistsError; Modal's Python client reports the same status as
+	// "Sandbox with this name already exists"). SandboxGetFromName finds the sandbox at once,
+	// and SandboxGetTaskId reports no task until it is scheduled.
 	sb := &fakeSandbox{id: randID("sb-"), taskID: randID("ta-"), appID: req.GetAppId(), name: name,
 		imageID: def.GetImageId(), tags: tags, def: def, created: time.Now(), done: make(chan struct{}),
 		execs: map[string]*fakeExec{}, lastActive: time.Now()}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, status.Error(codes.Unavailable, "the server is shutting down")
+	}
+	if name != "" {
+		for _, other := range f.sandboxes {
+			if other.appID == req.GetAppId() && other.name == name && other.running() {
+				f.mu.Unlock()
+				return nil, status.Error(codes.AlreadyExists, "Sandbox with this name already exists")
+			}
+		}
+	}
+	f.sandboxes[sb.id] = sb
+	f.creates = append(f.creates, req)
+	f.scheduling.Add(1)
+	f.mu.Unlock()
+	defer f.scheduling.Done()
 	cmd := def.GetEntrypointArgs()
 	if len(cmd) == 0 {
 		cmd = []string{"sleep", "2147483647"}
@@ -473,22 +500,31 @@ func (f *fakeModal) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequ
 	cr, err := f.docker.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: local, Cmd: cmd, WorkingDir: def.GetWorkdir(),
 		Labels: map[string]string{k: v}}, HostConfig: hc})
 	if err != nil {
+		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_FAILURE)
 		return nil, status.Errorf(codes.Internal, "create container: %v", err)
 	}
-	sb.container = cr.ID
 	if _, err := f.docker.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
 		f.docker.ContainerRemove(context.WithoutCancel(ctx), cr.ID, client.ContainerRemoveOptions{Force: true})
+		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_FAILURE)
 		return nil, status.Errorf(codes.Internal, "start container: %v", err)
 	}
-	f.mu.Lock()
-	f.sandboxes[sb.id] = sb
-	f.creates = append(f.creates, req)
-	f.mu.Unlock()
 	ttl := time.AfterFunc(time.Duration(def.GetTimeoutSecs())*time.Second, func() {
 		f.terminate(sb, pb.GenericResult_GENERIC_STATUS_TIMEOUT)
 	})
 	stop := make(chan struct{})
-	sb.stopTimer = func() { ttl.Stop(); close(stop) }
+	sb.mu.Lock()
+	ended := sb.result != nil // terminated while it was being scheduled
+	if !ended {
+		sb.container = cr.ID
+		sb.lastActive = time.Now()
+		sb.stopTimer = func() { ttl.Stop(); close(stop) }
+	}
+	sb.mu.Unlock()
+	if ended {
+		ttl.Stop()
+		f.docker.ContainerRemove(context.WithoutCancel(ctx), cr.ID, client.ContainerRemoveOptions{Force: true})
+		return pb.SandboxCreateResponse_builder{SandboxId: sb.id}.Build(), nil
+	}
 	if def.HasIdleTimeoutSecs() {
 		idle := time.Duration(def.GetIdleTimeoutSecs()) * time.Second
 		go func() {
@@ -544,14 +580,16 @@ func (f *fakeModal) terminate(sb *fakeSandbox, st pb.GenericResult_GenericStatus
 	for _, e := range sb.execs {
 		execs = append(execs, e)
 	}
-	stop := sb.stopTimer
+	stop, ctr := sb.stopTimer, sb.container
 	sb.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f.docker.ContainerRemove(ctx, sb.container, client.ContainerRemoveOptions{Force: true})
+	if ctr != "" { // else SandboxCreate, still scheduling it, removes the container it makes
+		f.docker.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true})
+	}
 	for _, e := range execs {
 		e.kill()
 	}
@@ -578,6 +616,9 @@ func (f *fakeModal) SandboxGetTaskId(ctx context.Context, req *pb.SandboxGetTask
 	defer sb.mu.Unlock()
 	if sb.result != nil {
 		return pb.SandboxGetTaskIdResponse_builder{TaskResult: sb.result}.Build(), nil
+	}
+	if sb.container == "" { // not scheduled yet: neither a task nor a result
+		return pb.SandboxGetTaskIdResponse_builder{}.Build(), nil
 	}
 	return pb.SandboxGetTaskIdResponse_builder{TaskId: &sb.taskID}.Build(), nil
 }

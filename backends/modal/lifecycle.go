@@ -64,7 +64,9 @@ func (b *Backend) alive(ctx context.Context, sb *modalsdk.Sandbox) (bool, error)
 }
 
 // find returns the session's running sandbox, or nil: by name, then by tags (a sandbox
-// renamed or created by an older version still carries them).
+// renamed or created by an older version still carries them). Among several tagged ones it
+// takes the one the state record names, else the newest, so every lookup path converges on
+// the sandbox the name lookup would give.
 func (b *Backend) find(ctx context.Context, c *modalsdk.Client, app *modalsdk.App, session string) (*modalsdk.Sandbox, error) {
 	sb, err := c.Sandboxes.FromName(ctx, b.cfg.App, b.sandboxName(session), nil)
 	if err == nil {
@@ -78,18 +80,35 @@ func (b *Backend) find(ctx context.Context, c *modalsdk.Client, app *modalsdk.Ap
 	if err != nil {
 		return nil, b.mapErr("list", session, err)
 	}
+	rec, _, _ := b.readRecord(session)
+	var newest *modalsdk.Sandbox
 	for sb, err := range seq {
 		if err != nil {
 			return nil, b.mapErr("list", session, err)
 		}
-		return sb, nil
+		if sb.SandboxID == rec.SandboxID {
+			return sb, nil
+		}
+		if newest == nil {
+			newest = sb // the list is newest first
+		}
 	}
-	return nil, nil
+	return newest, nil
 }
+
+// createAttempts bounds how often ensure creates after a refusal because the name is taken
+// (the holder ended before it could be looked up, and another process took the name again).
+const createAttempts = 3
 
 // ensure returns a running sandbox for the session: the one this process knows, the one
 // another process left (found by name or tags), or a new one. recreated says an earlier
 // sandbox of the session is gone, with its files and shell state.
+//
+// The sandbox's name (sandboxName) makes the creation idempotent across processes: Modal lets
+// one running sandbox hold a name within an App and refuses a second create with
+// ALREADY_EXISTS. So when several processes make the session's first sandbox at once, one
+// create succeeds and the others look that sandbox up by its name and use it; it may still be
+// scheduling, and the SDK's first Exec in it waits until it has a task.
 func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sandbox) (*modalsdk.Sandbox, bool, error) {
 	if known != nil {
 		ok, err := b.alive(ctx, known)
@@ -105,7 +124,7 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 		return nil, false, err
 	}
 	rec, _, had := b.readRecord(session)
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		sb, err := b.find(ctx, c, app, session)
 		if err != nil {
 			return nil, false, err
@@ -119,8 +138,11 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 		}
 		sb, err = b.create(ctx, c, app, session, rec)
 		var exists modalsdk.AlreadyExistsError
-		if errors.As(err, &exists) && attempt == 0 {
-			continue // another process created it a moment ago: use that one
+		if errors.As(err, &exists) {
+			if attempt < createAttempts {
+				continue // another process created it a moment ago: use that one
+			}
+			return nil, false, b.mapErr("create", b.sandboxName(session), err)
 		}
 		if err != nil {
 			return nil, false, err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	modalsdk "github.com/modal-labs/modal-client/go"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc/codes"
 
@@ -85,6 +86,81 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	}
 	if tags[tagOurs] != "1" || tags[tagSession] != "reuse" || tags[tagOwner] != b3.owner {
 		t.Errorf("tags = %v; want %s=1, %s=reuse, %s=%s", tags, tagOurs, tagSession, tagOwner, b3.owner)
+	}
+}
+
+// TestNameTakenOnce: like Modal, the fake lets one running sandbox hold a name within an App
+// even when the creates arrive at the same moment: one succeeds and the others are refused
+// with ALREADY_EXISTS (the SDK's AlreadyExistsError). A backend whose create is refused uses
+// the holder instead of making a second sandbox.
+func TestNameTakenOnce(t *testing.T) {
+	f := newFake(t)
+	b := newBackend(t, f, t.TempDir(), nil)
+	ctx := ctxT(t, 2*time.Minute)
+	c, app, err := b.appOnly(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := b.image(ctx, c, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder carries the name but not the session's tags, so only the name can find it.
+	params := b.createParams("taken")
+	params.Tags = map[string]string{"other": "1"}
+	const n = 5
+	var wg sync.WaitGroup
+	made := make(chan string, n)
+	refused := make(chan modalsdk.AlreadyExistsError, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb, err := c.Sandboxes.Create(ctx, app, img, params)
+			var exists modalsdk.AlreadyExistsError
+			switch {
+			case err == nil:
+				made <- sb.SandboxID
+			case errors.As(err, &exists):
+				refused <- exists
+			default:
+				t.Errorf("Create(%q) = %v; want a sandbox or AlreadyExistsError", params.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(made)
+	close(refused)
+	if len(made) != 1 || len(refused) != n-1 {
+		t.Fatalf("%d simultaneous creates of one name: %d made, %d refused; want 1 and %d", n, len(made), len(refused), n-1)
+	}
+	holder := <-made
+	if e := <-refused; e.Exception != "Sandbox with this name already exists" {
+		t.Errorf("refusal = %q; want %q", e.Exception, "Sandbox with this name already exists")
+	}
+
+	// The name lookup misses once and the tags find nothing, so the backend creates, is
+	// refused, and looks the holder up by name.
+	creates := f.count("SandboxCreate")
+	f.failNext("SandboxGetFromName", codes.NotFound)
+	s := open(t, b, "taken")
+	if res := run(t, s, "echo in-holder"); res.Stdout != "in-holder\n" || res.EnvironmentRecreated {
+		t.Errorf("after the refused create: %q recreated=%v; want in-holder, false", res.Stdout, res.EnvironmentRecreated)
+	}
+	if got := f.count("SandboxCreate") - creates; got != 1 {
+		t.Errorf("SandboxCreate called %d more times; want 1 (refused)", got)
+	}
+	var named []string
+	for _, sb := range f.running() {
+		if sb.name == params.Name {
+			named = append(named, sb.id)
+		}
+	}
+	if len(named) != 1 || named[0] != holder {
+		t.Errorf("running sandboxes named %q = %v; want only the holder %s", params.Name, named, holder)
+	}
+	if rec, _, _ := b.readRecord("taken"); rec.SandboxID != holder {
+		t.Errorf("session record names %q; want the holder %s", rec.SandboxID, holder)
 	}
 }
 

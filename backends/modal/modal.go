@@ -255,12 +255,8 @@ func (b *Backend) writeRecord(session string, r record) {
 		b.log.Warn("session record", "session", session, "err", err)
 		return
 	}
-	tmp := b.recordPath(session) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err == nil {
-		err = os.Rename(tmp, b.recordPath(session))
-		if err != nil {
-			b.log.Warn("session record", "session", session, "err", err)
-		}
+	if err := sandbox.WriteFileAtomic(b.recordPath(session), data); err != nil {
+		b.log.Warn("session record", "session", session, "err", err)
 	}
 }
 

@@ -3,9 +3,11 @@ package vercel
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -53,13 +55,8 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		}
 	}
 	client, err := b.dialHelper(ctx, vm, up)
-	if err != nil && !fresh && ctx.Err() == nil {
-		// The helper is missing (a sandbox made elsewhere, a new helper version): upload it.
-		b.log.Debug("helper did not start; uploading it", "session", s.name, "err", err)
-		if uerr := b.uploadHelper(ctx, vm, up); uerr != nil {
-			return channel.Started{}, uerr
-		}
-		client, err = b.dialHelper(ctx, vm, up)
+	if err != nil && ctx.Err() == nil {
+		client, err = b.redialHelper(ctx, s.name, vm, up, !fresh, err)
 	}
 	if err != nil {
 		return channel.Started{}, b.apiErr("start helper", s.name, err)
@@ -68,6 +65,45 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
 	}
 	return channel.Started{Client: client, Recreated: recreated}, nil
+}
+
+// helperWait bounds the retries of a helper that does not start.
+var helperWait = time.Minute
+
+// redialHelper starts the helper after a first try failed with err. The helper may be
+// missing (a sandbox made elsewhere, a new helper version): it is uploaded, unless upload is
+// false because this process has just uploaded it. Or another process sharing the sandbox
+// (one that has just created it, or joined it) is writing the same helper at this moment,
+// and the try ran a half-written file: it is tried again after a pause, and uploaded again
+// when that fails too, for at most helperWait.
+func (b *Backend) redialHelper(ctx context.Context, session string, vm *VMSession, up *agentUpload, upload bool, err error) (*agent.Client, error) {
+	deadline := time.Now().Add(helperWait)
+	wait := 50 * time.Millisecond
+	for {
+		if upload {
+			b.log.Debug("helper did not start; uploading it", "session", session, "err", err)
+			if uerr := b.uploadHelper(ctx, vm, up); uerr != nil {
+				return nil, uerr
+			}
+			var client *agent.Client
+			if client, err = b.dialHelper(ctx, vm, up); err == nil || ctx.Err() != nil {
+				return client, err
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		// Spread the processes' retries, so that their uploads stop overlapping.
+		if serr := sandbox.Sleep(ctx, wait+rand.N(wait)); serr != nil {
+			return nil, fmt.Errorf("%w (the helper did not start: %v)", serr, err)
+		}
+		wait = min(wait*2, time.Second)
+		client, derr := b.dialHelper(ctx, vm, up)
+		if derr == nil || ctx.Err() != nil {
+			return client, derr
+		}
+		err, upload = derr, true
+	}
 }
 
 func (s *session) setVM(vm *VMSession) {

@@ -55,6 +55,14 @@ type fake struct {
 	cmdStarts     int
 	extends       int
 	failSnapshots bool // creating a sandbox from a snapshot fails with a 500
+	// When set, each create reports on createArrived, then waits for createGate to close
+	// before it looks at the name; a created sandbox waits for bootGate to close before its
+	// container is made (it is found pending meanwhile); each create refused as a duplicate
+	// reports its name on conflicts.
+	createArrived chan struct{}
+	createGate    chan struct{}
+	bootGate      chan struct{}
+	conflicts     chan string
 }
 
 type fSandbox struct {
@@ -76,6 +84,10 @@ type fSession struct {
 	timeout             int64
 	stopped             int64
 	timer               *time.Timer
+	// booting: the container is still being created or started. The session exists (the
+	// service answers with a session whatever the sandbox's state: validators.ts
+	// SandboxAndSessionResponse requires one) and stays "pending" until it has booted.
+	booting bool
 }
 
 type fSnapshot struct {
@@ -382,9 +394,19 @@ func (f *fake) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	arrived, gate, bootGate, conflicts := f.createArrived, f.createGate, f.bootGate, f.conflicts
+	f.mu.Unlock()
+	if gate != nil {
+		arrived <- struct{}{}
+		<-gate
+	}
+	f.mu.Lock()
 	if _, dup := f.sandboxes[b.Name]; dup {
 		f.mu.Unlock()
 		apiError(w, http.StatusConflict, "conflict", "a sandbox named "+b.Name+" exists")
+		if conflicts != nil {
+			conflicts <- b.Name
+		}
 		return
 	}
 	sb := &fSandbox{name: b.Name, persistent: b.Persistent != nil && *b.Persistent, tags: b.Tags, timeout: 300_000,
@@ -396,8 +418,13 @@ func (f *fake) createSandbox(w http.ResponseWriter, r *http.Request) {
 		sb.timeout = *b.Timeout
 	}
 	f.sandboxes[b.Name] = sb
+	s := f.newSession(sb)
 	f.mu.Unlock()
-	ctx := r.Context()
+	if bootGate != nil {
+		<-bootGate
+	}
+	// The service goes on creating a sandbox it has accepted when the client goes away.
+	ctx := context.WithoutCancel(r.Context())
 	env := []string{}
 	for k, v := range b.Env {
 		env = append(env, k+"="+v)
@@ -406,16 +433,20 @@ func (f *fake) createSandbox(w http.ResponseWriter, r *http.Request) {
 		WorkingDir: "/vercel/sandbox", Labels: map[string]string{testLabel: testRun}},
 		HostConfig: &container.HostConfig{NetworkMode: "none", Init: boolPtr(true), Resources: container.Resources{Memory: 256 << 20}}})
 	if err != nil {
-		f.mu.Lock()
-		delete(f.sandboxes, b.Name)
-		f.mu.Unlock()
+		f.failSession(sb, s)
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
 	}
 	f.mu.Lock()
+	deleted := f.sandboxes[sb.name] != sb
 	sb.containerID = cr.ID
 	f.mu.Unlock()
-	if err := f.startSession(ctx, sb); err != nil {
+	if deleted { // deleted while it was being created
+		f.cli.ContainerRemove(ctx, cr.ID, client.ContainerRemoveOptions{Force: true})
+		apiError(w, http.StatusGone, "sandbox_deleted", "the sandbox was deleted while it was created")
+		return
+	}
+	if err := f.boot(ctx, sb, s); err != nil {
 		apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 		return
 	}
@@ -426,19 +457,47 @@ func (f *fake) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 func boolPtr(b bool) *bool { return &b }
 
-// startSession starts the sandbox's container as a new VM session. The session reports
-// "pending" to its first reader, then "running", as the service's do.
-func (f *fake) startSession(ctx context.Context, sb *fSandbox) error {
+// newSession makes a new VM session of the sandbox, booting, and makes it the current
+// one; the sandbox is "pending" until boot has started its container. f.mu is held.
+func (f *fake) newSession(sb *fSandbox) *fSession {
+	s := &fSession{id: "sbx_sess_" + randHex(6), sandbox: sb.name, status: "pending", requested: nowMs(), timeout: sb.timeout, booting: true}
+	f.sessions[s.id] = s
+	sb.current, sb.status, sb.updated = s.id, "pending", nowMs()
+	return s
+}
+
+// boot starts the sandbox's container for the booting session s. The session reports
+// "pending" to its first reader after that, then "running", as the service's do.
+func (f *fake) boot(ctx context.Context, sb *fSandbox, s *fSession) error {
 	if _, err := f.cli.ContainerStart(ctx, sb.containerID, client.ContainerStartOptions{}); err != nil {
+		f.failSession(sb, s)
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := &fSession{id: "sbx_sess_" + randHex(6), sandbox: sb.name, status: "pending", requested: nowMs(), started: nowMs(), timeout: sb.timeout}
-	f.sessions[s.id] = s
-	sb.current, sb.status, sb.updated = s.id, "running", nowMs()
-	f.armTimer(s)
+	s.booting, s.started = false, nowMs()
+	if s.status == "pending" {
+		if sb.current == s.id {
+			sb.status, sb.updated = "running", nowMs()
+		}
+		f.armTimer(s)
+		f.mu.Unlock()
+		return nil
+	}
+	f.mu.Unlock()
+	// Stopped while it booted: the container stops too.
+	zero := 0
+	f.cli.ContainerStop(ctx, sb.containerID, client.ContainerStopOptions{Timeout: &zero})
 	return nil
+}
+
+// failSession marks a session that could not boot, and its sandbox, failed.
+func (f *fake) failSession(sb *fSandbox, s *fSession) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.booting, s.status, s.stopped = false, "failed", nowMs()
+	if sb.current == s.id {
+		sb.status, sb.updated = "failed", nowMs()
+	}
 }
 
 // armTimer stops the session when its timeout passes.
@@ -460,15 +519,19 @@ func (f *fake) stop(id string) {
 		return
 	}
 	sb := f.sandboxes[s.sandbox]
+	cid := ""
+	if sb != nil {
+		cid = sb.containerID
+	}
 	s.status, s.stopped = "stopping", nowMs()
 	if s.timer != nil {
 		s.timer.Stop()
 	}
 	f.mu.Unlock()
-	if sb != nil {
+	if cid != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		zero := 0
-		f.cli.ContainerStop(ctx, sb.containerID, client.ContainerStopOptions{Timeout: &zero})
+		f.cli.ContainerStop(ctx, cid, client.ContainerStopOptions{Timeout: &zero})
 		cancel()
 	}
 	f.mu.Lock()
@@ -501,10 +564,14 @@ func (f *fake) getSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	resumed := false
 	f.mu.Lock()
-	stopped := sb.status == "stopped"
+	var s *fSession
+	if sb.status == "stopped" && r.URL.Query().Get("resume") == "true" {
+		// One resume per stop: a concurrent reader finds this session pending.
+		s = f.newSession(sb)
+	}
 	f.mu.Unlock()
-	if stopped && r.URL.Query().Get("resume") == "true" {
-		if err := f.startSession(r.Context(), sb); err != nil {
+	if s != nil {
+		if err := f.boot(context.WithoutCancel(r.Context()), sb, s); err != nil {
 			apiError(w, http.StatusInternalServerError, "internal_error", err.Error())
 			return
 		}
@@ -586,8 +653,11 @@ func (f *fake) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	delete(f.sandboxes, sb.name)
 	body := map[string]any{"sandbox": f.sandboxJSON(sb), "routes": f.routes(sb)}
+	cid := sb.containerID
 	f.mu.Unlock()
-	f.cli.ContainerRemove(r.Context(), sb.containerID, client.ContainerRemoveOptions{Force: true})
+	if cid != "" { // else its creation, still under way, finds it deleted and removes its container
+		f.cli.ContainerRemove(r.Context(), cid, client.ContainerRemoveOptions{Force: true})
+	}
 	reply(w, body)
 }
 
@@ -602,7 +672,7 @@ func (f *fake) session(w http.ResponseWriter, r *http.Request, running bool) (*f
 		apiError(w, http.StatusNotFound, "not_found", "session not found")
 		return nil, nil
 	}
-	if s.status == "pending" {
+	if s.status == "pending" && !s.booting {
 		s.status = "running"
 	}
 	if running && s.status != "running" {

@@ -8,21 +8,56 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
+// startWait bounds how long a sandbox that another process is creating, or a VM session
+// that is starting, is waited for.
+var startWait = 3 * time.Minute
+
 // ensure makes sure the session's sandbox has a running VM session. A sandbox found by name
 // is used as it is, or resumed when stopped (files kept: not recreated); only a sandbox that
 // is gone (while this machine had one) or has failed is made anew, and then recreated is
 // true. fresh says the sandbox was just created empty (not from a snapshot, which already
 // holds the helper), so the helper must be uploaded.
+//
+// Creating is idempotent across processes: when the create is refused because the name
+// exists (HTTP 409: another process created it first, and may still be creating it), the
+// sandbox is looked up by name again and that one is used, waited for until it runs.
 func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, recreated, fresh bool, err error) {
 	name := b.sandboxName(session)
 	rec, had := b.readRecord(session)
 	wait := 50 * time.Millisecond
 	created := false
+	// joinBy bounds the retries after a create refused as a duplicate; zero until then.
+	var joinBy time.Time
+	// join handles a refused create: another process created the sandbox since the lookup
+	// (and may still be creating it), so it is looked up again, after a pause, and used.
+	// A name the API refuses but does not yet show is retried for at most startWait.
+	join := func() error {
+		if joinBy.IsZero() {
+			joinBy = time.Now().Add(startWait)
+		} else if time.Now().After(joinBy) {
+			return &sandbox.Error{Backend: Name, Op: "find sandbox", ID: name,
+				Err: fmt.Errorf("its creation was refused as a duplicate, yet it could not be used for %s: %w", startWait, sandbox.ErrTimeout)}
+		}
+		b.log.Debug("sandbox created by another process; using it", "session", session, "sandbox", name)
+		if err := sandbox.Sleep(ctx, wait); err != nil {
+			return b.apiErr("find sandbox", name, err)
+		}
+		wait = min(wait*2, time.Second)
+		return nil
+	}
 	for {
 		got, err := b.api.GetSandbox(ctx, name, true)
 		switch {
 		case isNotFound(err):
 			vm, fresh, err = b.create(ctx, session, rec)
+			if isConflict(err) {
+				// Made anew all the same, by the other process: record it as such.
+				recreated, created = had, true
+				if err := join(); err != nil {
+					return nil, false, false, err
+				}
+				continue
+			}
 			if err != nil {
 				return nil, false, false, err
 			}
@@ -38,7 +73,15 @@ func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, re
 				if err := b.api.DeleteSandbox(ctx, name); err != nil && !isNotFound(err) {
 					return nil, false, false, b.apiErr("delete failed sandbox", name, err)
 				}
-				if vm, fresh, err = b.create(ctx, session, rec); err != nil {
+				vm, fresh, err = b.create(ctx, session, rec)
+				if isConflict(err) { // another process recreated it first: use theirs
+					recreated, created = true, true
+					if err := join(); err != nil {
+						return nil, false, false, err
+					}
+					continue
+				}
+				if err != nil {
 					return nil, false, false, err
 				}
 				recreated, created = true, true
@@ -84,6 +127,9 @@ func (b *Backend) create(ctx context.Context, session string, rec record) (vm *V
 		if err == nil {
 			return &got.Session, false, nil
 		}
+		if isConflict(err) { // another process restored it first
+			return nil, false, b.apiErr("create sandbox", req.Name, err)
+		}
 		b.log.Warn("restore from snapshot failed; starting a new sandbox (the snapshot is kept)", "session", session,
 			"snapshot", rec.Snapshots[n-1], "err", err)
 	}
@@ -94,13 +140,17 @@ func (b *Backend) create(ctx context.Context, session string, rec record) (vm *V
 	return &got.Session, true, nil
 }
 
-// waitRunning polls a VM session until it runs.
+// waitRunning polls a VM session until it runs, for at most startWait.
 func (b *Backend) waitRunning(ctx context.Context, vm *VMSession) (*VMSession, error) {
 	wait := 25 * time.Millisecond
+	deadline := time.Now().Add(startWait)
 	for vm.Status != StatusRunning {
 		switch vm.Status {
 		case StatusFailed, StatusAborted, StatusStopped:
 			return nil, &sandbox.Error{Backend: Name, Op: "start sandbox", ID: vm.ID, Err: fmt.Errorf("the VM session is %s: %w", vm.Status, sandbox.ErrUnavailable)}
+		}
+		if time.Now().After(deadline) {
+			return nil, &sandbox.Error{Backend: Name, Op: "start sandbox", ID: vm.ID, Err: fmt.Errorf("the VM session is still %s after %s: %w", vm.Status, startWait, sandbox.ErrTimeout)}
 		}
 		if err := sandbox.Sleep(ctx, wait); err != nil {
 			return nil, b.apiErr("start sandbox", vm.ID, err)

@@ -221,11 +221,9 @@ func (b *Backend) writeRecord(session string, r record) error {
 		return err
 	}
 	data, _ := json.Marshal(r)
-	tmp := b.recordPath(session) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, b.recordPath(session))
+	// Processes sharing the state directory may write the same session's record at once
+	// (its first use in each): each rename must move a whole record.
+	return sandbox.WriteFileAtomic(b.recordPath(session), data)
 }
 
 func (b *Backend) dropRecord(session string) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,5 +299,104 @@ func TestNetworkPolicyAndTags(t *testing.T) {
 	}
 	if _, err := b.api.GetSandbox(ctx, "someone-else", false); err != nil {
 		t.Errorf("GC touched an untagged sandbox: %v", err)
+	}
+}
+
+// TestConcurrentCreateJoins: processes that create the same new session's sandbox at the
+// same moment all end up in the one that won. The others are refused with 409 while it is
+// still being made, find it by name, pending, and wait for it to run: none fails, none
+// makes a second sandbox or VM session.
+func TestConcurrentCreateJoins(t *testing.T) {
+	s := newSetup(t)
+	ctx := ctxT(t, 2*time.Minute)
+	const n = 5
+	arrived, gate, boot := make(chan struct{}, n), make(chan struct{}), make(chan struct{})
+	s.f.mu.Lock()
+	s.f.createArrived, s.f.createGate, s.f.bootGate, s.f.conflicts = arrived, gate, boot, make(chan string, n)
+	s.f.mu.Unlock()
+	// Closed once each, here or when the test stops early, so no handler is left waiting.
+	openGate, openBoot := sync.OnceFunc(func() { close(gate) }), sync.OnceFunc(func() { close(boot) })
+	defer openBoot()
+	defer openGate()
+
+	type result struct {
+		vm    *VMSession
+		fresh bool
+		err   error
+	}
+	results := make(chan result, n)
+	b := s.backend(t, nil) // for the test's own lookup
+	for range n {
+		b := s.backend(t, nil) // each like a new process
+		go func() {
+			vm, _, fresh, err := b.ensure(ctx, "join")
+			results <- result{vm, fresh, err}
+		}()
+	}
+	wait := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		}
+	}
+	// Every process found no sandbox and sent its create; let them all through at once.
+	for range n {
+		wait("the creates", arrived)
+	}
+	openGate()
+	for range n - 1 {
+		select {
+		case <-s.f.conflicts:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %d creates refused as duplicates: %v", n-1, ctx.Err())
+		}
+	}
+	// The winner's sandbox is still being made: the API shows it pending, with its session.
+	got, err := b.api.GetSandbox(ctx, b.sandboxName("join"), true)
+	if err != nil || got.Session.Status != StatusPending || got.Session.ID == "" || got.Sandbox.CurrentSessionID != got.Session.ID {
+		t.Errorf("GetSandbox() while it is created = %+v, %v; want its session, pending", got, err)
+	}
+	openBoot()
+
+	var ids []string
+	fresh := 0
+	for range n {
+		var r result
+		select {
+		case r = <-results:
+		case <-ctx.Done():
+			t.Fatalf("waiting for ensure: %v", ctx.Err())
+		}
+		if r.err != nil {
+			t.Errorf("ensure() = %v; want the sandbox another process created", r.err)
+			continue
+		}
+		if r.vm.Status != StatusRunning {
+			t.Errorf("ensure() = VM session %s %s; want running", r.vm.ID, r.vm.Status)
+		}
+		if r.fresh {
+			fresh++
+		}
+		ids = append(ids, r.vm.ID)
+	}
+	if t.Failed() {
+		return
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Errorf("ensure() VM sessions = %q; want one, shared", ids)
+			break
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("ensure() fresh in %d processes; want 1 (only the creator uploads the helper first)", fresh)
+	}
+	s.f.mu.Lock()
+	sandboxes, sessions := len(s.f.sandboxes), len(s.f.sessions)
+	s.f.mu.Unlock()
+	if sandboxes != 1 || sessions != 1 {
+		t.Errorf("the fake holds %d sandboxes and %d VM sessions; want 1 and 1", sandboxes, sessions)
 	}
 }
