@@ -408,7 +408,7 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 			labels[labelOwner] = b.owner
 		}
 	case rolePool:
-		labels[labelPool] = poolOwner()
+		labels[labelPool] = sandbox.ProcessOwner()
 	}
 	for k, v := range b.extra.Labels {
 		labels[k] = v

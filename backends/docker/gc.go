@@ -55,7 +55,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		age := now.Sub(createdAt(c))
 		switch {
 		case strings.HasPrefix(name, "hermes-pool-"):
-			alive, known := ownerAlive(c.Labels[labelPool])
+			alive, known := sandbox.OwnerAlive(c.Labels[labelPool])
 			switch {
 			case known && alive:
 				keep(c, "warm pool of a running process")
@@ -77,7 +77,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 				used = u
 			}
 			idleFor := now.Sub(used)
-			ownerAlive, ownerKnown := ownerAlive(c.Labels[labelOwner])
+			ownerAlive, ownerKnown := sandbox.OwnerAlive(c.Labels[labelOwner])
 			switch {
 			case ownerKnown && !ownerAlive:
 				remove(c, fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", c.Labels[labelOwner]))

@@ -350,12 +350,12 @@ func TestGCOwnerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	deadOwner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, procStart(gone.Process.Pid))
+	deadOwner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, sandbox.ProcStart(gone.Process.Pid))
 	gone.Process.Kill()
 	gone.Wait()
 
 	dead := ephemeral(deadOwner)
-	live := ephemeral(poolOwner())
+	live := ephemeral(sandbox.ProcessOwner())
 	persistent := newBackendWith(t, state, func(c *config.Config) { c.Docker.Image = img })
 	for b, name := range map[*Backend]string{dead: "mcp-dead", live: "mcp-live", persistent: "kept"} {
 		sess := open(t, b, name)

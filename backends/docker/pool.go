@@ -3,9 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -288,49 +285,4 @@ func (p *pool) close() error {
 	}
 	wg.Wait()
 	return nil
-}
-
-// poolOwner identifies this process on this host, so `gc` can tell a live pool from a dead
-// process's leftovers.
-func poolOwner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%d", host, os.Getpid(), procStart(os.Getpid()))
-}
-
-// ownerAlive reports whether the process named by a pool owner label still runs here;
-// unknown (another host) is reported as alive=false, known=false.
-func ownerAlive(owner string) (alive, known bool) {
-	parts := strings.Split(owner, "/")
-	if len(parts) != 3 {
-		return false, false
-	}
-	host, _ := os.Hostname()
-	if parts[0] != host {
-		return false, false
-	}
-	pid, err1 := strconv.Atoi(parts[1])
-	start, err2 := strconv.ParseUint(parts[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return false, false
-	}
-	return procStart(pid) == start && start != 0, true
-}
-
-// procStart is a process's start time in clock ticks since boot (0 if it does not exist).
-func procStart(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0
-	}
-	n, _ := strconv.ParseUint(f[19], 10, 64)
-	return n
 }

@@ -2,6 +2,9 @@ package kubernetes
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -359,5 +362,53 @@ func TestAgentSandboxWarmPool(t *testing.T) {
 	}
 	if _, err := c.api.Dynamic.Resource(claimGVR).Namespace(c.ns).Get(ctx, b.podName("warm"), metav1.GetOptions{}); err == nil {
 		t.Error("the claim is still there after Remove")
+	}
+}
+
+// TestGCOwnerGone: the pods of a process that removes its sessions when done (an MCP server)
+// are removed by gc once that process is gone, however recently they were used; those of a
+// live owner, and persistent sessions, stay.
+func TestGCOwnerGone(t *testing.T) {
+	c := newCluster(t)
+	ctx := testenv.Ctx(t, 3*time.Minute)
+	state := t.TempDir()
+	// A process that has exited: its pid and start time no longer name a live process.
+	gone := exec.Command("sleep", "30")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	deadOwner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, sandbox.ProcStart(gone.Process.Pid))
+	gone.Process.Kill()
+	gone.Wait()
+
+	dead := c.backend(t, state, nil)
+	dead.process = deadOwner
+	live := c.backend(t, state, nil)
+	live.process = sandbox.ProcessOwner()
+	kept := c.backend(t, state, nil)
+	for _, s := range []struct {
+		b    *Backend
+		name string
+	}{{dead, "mcp-dead"}, {live, "mcp-live"}, {kept, "kept"}} {
+		testenv.Run(t, testenv.Open(t, s.b, s.name), "true")
+	}
+	rep, err := kept.Collect(ctx, sandbox.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Removed) != 1 || !strings.Contains(rep.Removed[0].Name, "(session mcp-dead)") || !strings.Contains(rep.Removed[0].Reason, "is gone") {
+		t.Errorf("gc removed %+v; want only mcp-dead's pod, its owner gone", rep.Removed)
+	}
+	if len(c.sessionPods(t, dead, "mcp-dead")) != 0 {
+		t.Error("mcp-dead's pod is still there")
+	}
+	for _, s := range []struct {
+		b    *Backend
+		name string
+	}{{live, "mcp-live"}, {kept, "kept"}} {
+		if len(c.sessionPods(t, s.b, s.name)) != 1 {
+			t.Errorf("gc removed %s's pod", s.name)
+		}
 	}
 }

@@ -54,7 +54,10 @@ const (
 
 	annoSession = "hermes-sandbox/session-name"
 	annoCreator = "hermes-sandbox/created-by" // host/pid
-	annoUsed    = "hermes-sandbox/used"       // RFC 3339, refreshed at most once a minute
+	// annoOwnerProcess is sandbox.ProcessOwner of a process that removes its sessions when
+	// done (FactoryOptions.Ephemeral: an MCP server): gc removes the pod once it is gone.
+	annoOwnerProcess = "hermes-sandbox/owner-process"
+	annoUsed         = "hermes-sandbox/used" // RFC 3339, refreshed at most once a minute
 )
 
 // Paths inside the pod: each is an emptyDir, so they are writable under a read-only root.
@@ -88,6 +91,7 @@ type Backend struct {
 	scope   sandbox.Scope
 	host    string
 	owner   string // label-safe host
+	process string // annoOwnerProcess for this process's sessions; "" unless Ephemeral
 	shell   string
 	cwd     string
 	passEnv map[string]string
@@ -159,6 +163,9 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 	}
 	if b.shell == "" {
 		b.shell = "auto"
+	}
+	if opts.Ephemeral {
+		b.process = sandbox.ProcessOwner()
 	}
 	b.passEnv = map[string]string{}
 	for _, kv := range opts.Passthrough() {

@@ -54,6 +54,9 @@ func (b *Backend) annotations(session string) map[string]string {
 	}
 	if session != "" {
 		a[annoSession] = session
+		if b.process != "" {
+			a[annoOwnerProcess] = b.process
+		}
 	}
 	return a
 }

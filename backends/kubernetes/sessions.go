@@ -45,12 +45,8 @@ func (b *Backend) writeRecord(session string, uid types.UID) {
 		b.log.Warn("cannot record the session's pod", "err", err)
 		return
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(uid), 0o600); err == nil {
-		err = os.Rename(tmp, p)
-		if err != nil {
-			b.log.Warn("cannot record the session's pod", "err", err)
-		}
+	if err := sandbox.WriteFileAtomic(p, []byte(uid)); err != nil {
+		b.log.Warn("cannot record the session's pod", "err", err)
 	}
 }
 
@@ -146,8 +142,9 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 // idleDefault is how long gc lets a session's pod sit unused when gc --idle does not say.
 const idleDefault = time.Hour
 
-// Collect removes this scope's pods that have ended, that sat unused past the idle timeout,
-// and warm pods beyond kubernetes.pool_size. Other scopes' pods and objects without our
+// Collect removes this scope's pods that have ended, whose owner process is gone (an MCP
+// server's, killed before it could remove its sessions; whatever their idle time), that sat
+// unused past the idle timeout, and warm pods beyond kubernetes.pool_size. Other scopes' pods and objects without our
 // labels are never touched.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
 	var rep sandbox.GCReport
@@ -172,9 +169,17 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			item.Name += " (session " + s + ")"
 		}
 		used, uerr := time.Parse(time.RFC3339, p.Annotations[annoUsed])
+		owner := p.Annotations[annoOwnerProcess]
+		ownerAlive, ownerKnown := sandbox.OwnerAlive(owner)
 		switch {
 		case ended(p):
 			item.Reason = "ended: " + podState(p)
+		case ownerKnown && !ownerAlive:
+			item.Reason = fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", owner)
+		case ownerKnown:
+			item.Reason = fmt.Sprintf("its owner (process %s) still runs", owner)
+			rep.Kept = append(rep.Kept, item)
+			continue
 		case p.Labels[labelPool] == "ready" && b.cfg.Mode == config.KubernetesModeAgentSandbox:
 			item.Reason = "warm pool (the SandboxWarmPool's)"
 			rep.Kept = append(rep.Kept, item)
