@@ -18,58 +18,9 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// egressLog collects a backend's egress events.
-type egressLog struct {
-	mu  sync.Mutex
-	evs []sandbox.EgressEvent
-}
-
-func (l *egressLog) add(ev sandbox.EgressEvent) {
-	l.mu.Lock()
-	l.evs = append(l.evs, ev)
-	l.mu.Unlock()
-}
-
-// wait returns the first event for host with decision, polling until a deadline.
-func (l *egressLog) wait(t *testing.T, host, decision string) sandbox.EgressEvent {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		l.mu.Lock()
-		for _, ev := range l.evs {
-			if ev.Host == host && ev.Decision == decision {
-				l.mu.Unlock()
-				return ev
-			}
-		}
-		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event for %s; have %+v", decision, host, l.evs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// hostIP is an address of this machine that is not loopback: the stand-in servers listen on
-// every interface, so without the sandbox a connection to it would succeed.
-func hostIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine")
-	return ""
-}
-
 // newEgressBackend is a docker backend with docker.network allowlist whose proxy resolves
 // the stand-in internet's names.
-func newEgressBackend(t *testing.T, in *egresstest.Internet, allow []string) (*Backend, *egressLog, *[]string) {
+func newEgressBackend(t *testing.T, in *egresstest.Internet, allow []string) (*Backend, *egresstest.Log, *[]string) {
 	t.Helper()
 	img := testImage(t)
 	cfg := config.NewConfig()
@@ -92,8 +43,8 @@ func newEgressBackend(t *testing.T, in *egresstest.Internet, allow []string) (*B
 		b.Close()
 		cleanScope(t, b)
 	})
-	log := &egressLog{}
-	b.ObserveEgress(log.add)
+	log := &egresstest.Log{}
+	b.ObserveEgress(log.Add)
 	return b, log, asked
 }
 
@@ -108,7 +59,7 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("Egress() = %+v; want enforced", rep)
 	}
 	sess := open(t, b, "egress")
-	ip := hostIP(t)
+	ip := egresstest.HostIP(t)
 	getter, err := os.ReadFile(egresstest.Getter(t))
 	if err != nil {
 		t.Fatal(err)
@@ -190,16 +141,16 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 
 	// The audit sees both decisions.
-	if ev := log.wait(t, "pypi.test", "allowed"); ev.BytesDown == 0 || ev.Session != "egress" || ev.Port != pp {
+	if ev := log.Wait(t, "pypi.test", "allowed"); ev.BytesDown == 0 || ev.Session != "egress" || ev.Port != pp {
 		t.Errorf("pypi.test event = %+v; want allowed with bytes, session egress", ev)
 	}
-	if ev := log.wait(t, "secure.test", "allowed"); ev.Method != "CONNECT" || ev.BytesDown == 0 {
+	if ev := log.Wait(t, "secure.test", "allowed"); ev.Method != "CONNECT" || ev.BytesDown == 0 {
 		t.Errorf("secure.test event = %+v; want an allowed CONNECT with bytes", ev)
 	}
-	if ev := log.wait(t, "evil.test", "denied"); ev.Reason == "" {
+	if ev := log.Wait(t, "evil.test", "denied"); ev.Reason == "" {
 		t.Errorf("evil.test event = %+v; want denied with a reason", ev)
 	}
-	log.wait(t, ip, "denied")
+	log.Wait(t, ip, "denied")
 	if slices.Contains(*asked, "evil.test") {
 		t.Errorf("the proxy resolved evil.test: %v", *asked)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -344,15 +343,7 @@ func TestGCOwnerGone(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		return b
 	}
-	// A process that has exited: its pid and start time no longer match a live process.
-	gone := exec.Command("sleep", "30")
-	if err := gone.Start(); err != nil {
-		t.Fatal(err)
-	}
-	host, _ := os.Hostname()
-	deadOwner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, sandbox.ProcStart(gone.Process.Pid))
-	gone.Process.Kill()
-	gone.Wait()
+	deadOwner := testenv.GoneOwner(t) // a process that has exited
 
 	dead := ephemeral(deadOwner)
 	live := ephemeral(sandbox.ProcessOwner())

@@ -2,9 +2,6 @@ package kubernetes
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -372,15 +369,7 @@ func TestGCOwnerGone(t *testing.T) {
 	c := newCluster(t)
 	ctx := testenv.Ctx(t, 3*time.Minute)
 	state := t.TempDir()
-	// A process that has exited: its pid and start time no longer name a live process.
-	gone := exec.Command("sleep", "30")
-	if err := gone.Start(); err != nil {
-		t.Fatal(err)
-	}
-	host, _ := os.Hostname()
-	deadOwner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, sandbox.ProcStart(gone.Process.Pid))
-	gone.Process.Kill()
-	gone.Wait()
+	deadOwner := testenv.GoneOwner(t) // a process that has exited
 
 	dead := c.backend(t, state, nil)
 	dead.process = deadOwner

@@ -17,55 +17,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// egressLog collects a backend's egress events.
-type egressLog struct {
-	mu  sync.Mutex
-	evs []sandbox.EgressEvent
-}
-
-func (l *egressLog) add(ev sandbox.EgressEvent) {
-	l.mu.Lock()
-	l.evs = append(l.evs, ev)
-	l.mu.Unlock()
-}
-
-// wait returns the first event for host with decision, polling until a deadline.
-func (l *egressLog) wait(t *testing.T, host, decision string) sandbox.EgressEvent {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		l.mu.Lock()
-		for _, ev := range l.evs {
-			if ev.Host == host && ev.Decision == decision {
-				l.mu.Unlock()
-				return ev
-			}
-		}
-		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s event for %s; have %+v", decision, host, l.evs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// hostIP is an address of this machine that is not loopback: the stand-in servers listen on
-// every interface, so a pod with a network could reach them by it.
-func hostIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
-			return n.IP.String()
-		}
-	}
-	t.Skip("no non-loopback IPv4 address on this machine")
-	return ""
-}
-
 // TestEgressAllowlist proves kubernetes.network allowlist from inside a pod of a real API
 // server on the fake node (which, like a NetworkPolicy-enforcing CNI, gives a pod selected by
 // the deny-all-egress policy nothing but loopback): listed names are reachable over HTTP and
@@ -84,15 +35,15 @@ func TestEgressAllowlist(t *testing.T) {
 		cfg.Kubernetes.Network = config.NetworkAllowlist
 		cfg.Kubernetes.EgressAllow = []string{fmt.Sprintf("pypi.test:%d", pp), fmt.Sprintf("secure.test:%d", sp)}
 	}, Options{EgressResolver: res, EgressAllowLoopback: true})
-	log := &egressLog{}
-	b.ObserveEgress(log.add)
+	log := &egresstest.Log{}
+	b.ObserveEgress(log.Add)
 	if rep := b.Egress(); rep.Status != sandbox.EgressEnforced || !strings.Contains(rep.Detail, "deny-all-egress NetworkPolicy") ||
 		!strings.Contains(rep.Detail, "NOT blocked") || !slices.Equal(rep.Allow, b.cfg.EgressAllow) {
 		t.Errorf("Egress() = %+v; want enforced, naming the NetworkPolicy and the CNI caveat", rep)
 	}
 	ctx := testenv.Ctx(t, 3*time.Minute)
 	sess := testenv.Open(t, b, "egress")
-	ip := hostIP(t)
+	ip := egresstest.HostIP(t)
 
 	// The pod is selected by the deny-all policy and has only loopback; the proxy variables
 	// are there for ordinary tools.
@@ -164,16 +115,16 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 
 	// The observer (the audit log's feed) sees both decisions.
-	if ev := log.wait(t, "pypi.test", "allowed"); ev.BytesDown == 0 || ev.Session != "egress" || ev.Port != pp || ev.Backend != Name {
+	if ev := log.Wait(t, "pypi.test", "allowed"); ev.BytesDown == 0 || ev.Session != "egress" || ev.Port != pp || ev.Backend != Name {
 		t.Errorf("pypi.test event = %+v; want allowed with bytes, session egress, backend kubernetes", ev)
 	}
-	if ev := log.wait(t, "secure.test", "allowed"); ev.Method != "CONNECT" || ev.BytesDown == 0 {
+	if ev := log.Wait(t, "secure.test", "allowed"); ev.Method != "CONNECT" || ev.BytesDown == 0 {
 		t.Errorf("secure.test event = %+v; want an allowed CONNECT with bytes", ev)
 	}
-	if ev := log.wait(t, "evil.test", "denied"); ev.Reason == "" {
+	if ev := log.Wait(t, "evil.test", "denied"); ev.Reason == "" {
 		t.Errorf("evil.test event = %+v; want denied with a reason", ev)
 	}
-	log.wait(t, ip, "denied")
+	log.Wait(t, ip, "denied")
 	mu.Lock()
 	if slices.Contains(asked, "evil.test") {
 		t.Errorf("the proxy resolved evil.test: %v", asked)

@@ -21,6 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // Internet is a set of stand-in servers and the resolver that finds them.
@@ -172,4 +175,55 @@ func Getter(t testing.TB) string {
 		t.Fatal(getter.err)
 	}
 	return getter.path
+}
+
+// Log collects a backend's egress events (pass Add to ObserveEgress).
+type Log struct {
+	mu  sync.Mutex
+	evs []sandbox.EgressEvent
+}
+
+// Add records ev.
+func (l *Log) Add(ev sandbox.EgressEvent) {
+	l.mu.Lock()
+	l.evs = append(l.evs, ev)
+	l.mu.Unlock()
+}
+
+// Wait returns the first event for host with decision, polling until a deadline.
+func (l *Log) Wait(t testing.TB, host, decision string) sandbox.EgressEvent {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		l.mu.Lock()
+		for _, ev := range l.evs {
+			if ev.Host == host && ev.Decision == decision {
+				l.mu.Unlock()
+				return ev
+			}
+		}
+		l.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event for %s; have %+v", decision, host, l.evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// HostIP is an IPv4 address of this machine that is not loopback: the stand-in servers
+// listen on every interface, so a sandbox with a network could reach them by it. It skips
+// the test when there is none.
+func HostIP(t testing.TB) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this machine")
+	return ""
 }
