@@ -62,9 +62,9 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			case known:
 				remove(c, "warm-pool leftover: its process is gone")
 			case age > leftoverAge:
-				remove(c, fmt.Sprintf("warm-pool leftover of another host, %s old", age.Round(time.Second)))
+				remove(c, fmt.Sprintf("warm-pool leftover of a process this machine cannot check (another host or boot), %s old", age.Round(time.Second)))
 			default:
-				keep(c, "warm pool of another host")
+				keep(c, "warm pool of a process this machine cannot check (another host or boot)")
 			}
 		case strings.HasPrefix(name, "hermes-prep-"):
 			if age > leftoverAge {

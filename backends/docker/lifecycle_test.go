@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -132,8 +131,7 @@ func TestGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, _ := os.Hostname()
-	spec.config.Labels[labelPool] = host + "/999999999/1"
+	spec.config.Labels[labelPool] = testenv.GoneOwner(t)
 	if _, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: "hermes-pool-" + b.scope + "-dead"}); err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,11 @@ func (p *pending) deliver() {
 			close(p.result)
 			return
 		}
+		select {
+		case <-p.gone: // the caller left: write nothing more for it
+			return
+		default:
+		}
 		switch f.typ {
 		case tStdout:
 			if p.stdout != nil {
@@ -234,14 +239,13 @@ func (c *Client) register(p *pending) (uint32, error) {
 	return c.nextID, nil
 }
 
-func (c *Client) unregister(id uint32) {
+// unregister forgets call id, whose caller p gives up: its deliverer writes nothing more
+// (p, not the map, says whom: the read loop may already have removed it).
+func (c *Client) unregister(id uint32, p *pending) {
 	c.mu.Lock()
-	p := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
-	if p != nil {
-		p.leave()
-	}
+	p.leave()
 }
 
 func (c *Client) sendJSON(typ frameType, id uint32, v any) error {
@@ -284,7 +288,7 @@ func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdou
 		return ExitInfo{}, errors.Join(ErrNotSent, err)
 	}
 	if err := c.sendJSON(tRun, id, req); err != nil {
-		c.unregister(id)
+		c.unregister(id, p)
 		return ExitInfo{}, errors.Join(ErrNotSent, err)
 	}
 	if stdin != nil {
@@ -323,7 +327,7 @@ func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdou
 		select {
 		case f, ok = <-p.result:
 		case <-t.C:
-			c.unregister(id)
+			c.unregister(id, p)
 			return ExitInfo{}, fmt.Errorf("the sandbox helper did not confirm the kill within %s: %w", killGrace, ErrConnLost)
 		}
 	}
@@ -404,7 +408,7 @@ func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Wri
 		return errors.Join(ErrNotSent, err)
 	}
 	if err := c.sendJSON(tCall, id, req); err != nil {
-		c.unregister(id)
+		c.unregister(id, p)
 		return errors.Join(ErrNotSent, err)
 	}
 	if upload != nil {
@@ -413,7 +417,7 @@ func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Wri
 			n, rerr := upload.Read(buf)
 			if n > 0 {
 				if err := c.w.write(tData, id, buf[:n]); err != nil {
-					c.unregister(id)
+					c.unregister(id, p)
 					return fmt.Errorf("%w: %v", ErrConnLost, err)
 				}
 			}
@@ -427,7 +431,7 @@ func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Wri
 			}
 		}
 		if err := c.w.write(tEOF, id, nil); err != nil {
-			c.unregister(id)
+			c.unregister(id, p)
 			return fmt.Errorf("%w: %v", ErrConnLost, err)
 		}
 	}
@@ -436,7 +440,7 @@ func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Wri
 	select {
 	case f, ok = <-p.result:
 	case <-ctx.Done():
-		c.unregister(id)
+		c.unregister(id, p)
 		return ctx.Err()
 	}
 	if !ok {

@@ -100,7 +100,7 @@ func (s *Server) prepare(req RunRequest) (*prepared, error) {
 	}
 	if _, err := os.Stat(cwd); err != nil {
 		// The session's directory vanished; start from home, like a shell would complain.
-		cwd = homeOr(s.state.env, "/")
+		cwd = homeOr(b.env, "/")
 	}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -120,20 +120,13 @@ func loadState(dir string, initialEnv []string, initialCwd string) (*sessionStat
 			if fi, err := os.Stat(st.cwd); err != nil || !fi.IsDir() {
 				st.cwd = homeOr(st.env, "/")
 			}
-			added := false
+			given := map[string]string{}
 			for _, kv := range initialEnv {
-				if k, v, ok := strings.Cut(kv, "="); ok && k != "" && !slices.Contains(st.known, k) {
-					st.known = append(st.known, k)
-					if _, set := st.env[k]; !set {
-						st.env[k] = v
-					}
-					added = true
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					given[k] = v
 				}
 			}
-			if added {
-				return st, st.save()
-			}
-			return st, nil
+			return st, st.seed(given)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("agent: read state: %w", err)
@@ -180,7 +173,24 @@ func expandHome(p string, env map[string]string) string {
 // name would be at start-up; a name the session knows (and perhaps unset) is left alone.
 func (st *sessionState) seed(env map[string]string) error {
 	st.mu.Lock()
+	need := false
+	for k := range env {
+		need = need || k != "" && !slices.Contains(st.known, k)
+	}
+	st.mu.Unlock()
+	if !need {
+		return nil
+	}
+	// A read-modify-write of the saved state, like update: under the lock file, from what
+	// other helpers of the session saved.
+	unlock, err := st.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.refreshLocked()
 	changed := false
 	for k, v := range env {
 		if k == "" || slices.Contains(st.known, k) {
@@ -255,6 +265,19 @@ func (st *sessionState) saveAs(cwd string, env map[string]string) error {
 	return nil
 }
 
+// lock takes the session's lock file, which every read-modify-write of the saved state holds
+// (helpers of one session may run in several processes).
+func (st *sessionState) lock() (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(st.path), 0o700); err != nil {
+		return nil, fmt.Errorf("agent: save state: %w", err)
+	}
+	unlock, err := flock.Lock(st.path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("agent: save state: %w", err)
+	}
+	return unlock, nil
+}
+
 // update applies what a script's exit trap reported (cwd and env at its end) to the state as
 // it is now, which other commands may have changed since the script started from b: only
 // what the script itself changed is applied, so concurrent commands (in this helper or in
@@ -264,12 +287,9 @@ func (st *sessionState) saveAs(cwd string, env map[string]string) error {
 // lock file, and the new state is taken only once it is on disk: a save that fails (a full
 // disk) leaves the session as it was, which is what the command's result then says.
 func (st *sessionState) update(raw []byte, b base, cwd string, env map[string]string, perCommand map[string]string) error {
-	if err := os.MkdirAll(filepath.Dir(st.path), 0o700); err != nil {
-		return fmt.Errorf("agent: save state: %w", err)
-	}
-	unlock, err := flock.Lock(st.path + ".lock")
+	unlock, err := st.lock()
 	if err != nil {
-		return fmt.Errorf("agent: save state: %w", err)
+		return err
 	}
 	defer unlock()
 	st.mu.Lock()

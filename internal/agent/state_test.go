@@ -96,3 +96,34 @@ func TestConcurrentUpdatesAllKept(t *testing.T) {
 		t.Error("an output equal to the last one, from an older state, counts as no change")
 	}
 }
+
+// TestSeedKeepsOtherHelpersChanges: a helper that adds a newly passed-through name at start
+// does not save over what another helper of the session saved meanwhile.
+func TestSeedKeepsOtherHelpersChanges(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	h1, err := loadState(dir, []string{"HERMES_OLD=1"}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := loadState(dir, nil, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, b := h1.begin()
+	env := maps.Clone(b.env)
+	env["HERMES_A"] = "1"
+	if err := h1.update([]byte("a"), b, work, env, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.seed(map[string]string{"HERMES_NEW": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	h3, err := loadState(dir, nil, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := h3.begin()
+	if want := []string{"HERMES_A=1", "HERMES_NEW=x", "HERMES_OLD=1"}; !slices.Equal(got, want) {
+		t.Errorf("saved state after an export in one helper and a seed in another = %q; want %q", got, want)
+	}
+}

@@ -110,19 +110,23 @@ func (s *Session) Client(ctx context.Context) (*agent.Client, error) {
 
 		s.mu.Lock()
 		cancel()
-		s.starting, s.cancelStart = nil, nil
-		close(ch)
 		closed := s.closed
 		if err == nil && !closed {
 			s.client = st.Client
 			s.recreated = s.recreated || st.Recreated
 		}
 		s.mu.Unlock()
+		if err == nil && closed {
+			st.Client.Close() // before Close, waiting on ch, runs OnClose
+		}
+		s.mu.Lock()
+		s.starting, s.cancelStart = nil, nil
+		close(ch)
+		s.mu.Unlock()
 		switch {
 		case err != nil:
 			return nil, err
 		case closed:
-			st.Client.Close()
 			return nil, s.wrap("exec", sandbox.ErrClosed)
 		}
 		return st.Client, nil

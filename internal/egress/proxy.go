@@ -69,7 +69,11 @@ type Options struct {
 	// Record receives every event; nil discards them. It is called on the connection's own
 	// goroutine once the connection ends.
 	Record func(Event)
-	Logger *slog.Logger
+	// MaxConns bounds the connections served at once (default 1024, as many streams as a
+	// relay's multiplexer carries); one more is closed at once. A sandbox chooses how many
+	// connections it opens, or hands over, and each costs this process a descriptor.
+	MaxConns int
+	Logger   *slog.Logger
 }
 
 // Proxy is the filtering proxy. It starts no goroutine until it serves.
@@ -79,6 +83,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	conns  map[io.Closer]struct{}
+	active int // connections being served (Go)
 	closed bool
 	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -91,6 +96,9 @@ func New(opts Options) *Proxy {
 	}
 	if opts.ConfigKey == "" {
 		opts.ConfigKey = "the egress allowlist"
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 1024
 	}
 	log := opts.Logger
 	if log == nil {
@@ -123,17 +131,28 @@ func (p *Proxy) Serve(l net.Listener) error {
 }
 
 // Go serves c on a new goroutine owned by the proxy (Close waits for it).
+// Beyond Options.MaxConns connections at once, c is closed unserved.
 func (p *Proxy) Go(c net.Conn) {
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.active >= p.opts.MaxConns {
+		full := !p.closed
 		p.mu.Unlock()
 		c.Close()
+		if full {
+			p.log.Warn("egress: too many connections at once; refused one", "max", p.opts.MaxConns)
+		}
 		return
 	}
+	p.active++
 	p.wg.Add(1)
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			p.active--
+			p.mu.Unlock()
+		}()
 		p.ServeConn(c)
 	}()
 }
@@ -169,10 +188,14 @@ func (p *Proxy) Close() error {
 		close(p.done)
 	}
 	p.closed = true
+	conns := make([]io.Closer, 0, len(p.conns))
 	for c := range p.conns {
-		c.Close()
+		conns = append(conns, c)
 	}
 	p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
 	p.wg.Wait()
 	return nil
 }
@@ -198,6 +221,9 @@ func (p *Proxy) untrack(c io.Closer) {
 	delete(p.conns, c)
 	p.mu.Unlock()
 }
+
+// headerWait bounds the wait for a request's line and headers.
+const headerWait = time.Minute
 
 // maxHeader bounds a request's line and headers.
 const maxHeader = 1 << 20
@@ -235,7 +261,11 @@ func (p *Proxy) ServeConn(c net.Conn) {
 	br := bufio.NewReaderSize(budget, 32<<10)
 	for {
 		budget.n = maxHeader
+		// A request's head must come within headerWait (a connection that sends nothing
+		// would otherwise hold a descriptor here for ever); the body and tunnel have no limit.
+		c.SetReadDeadline(time.Now().Add(headerWait))
 		req, err := http.ReadRequest(br)
+		c.SetReadDeadline(time.Time{})
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				writeError(c, http.StatusBadRequest, "hermes-sandbox egress proxy: bad request: "+err.Error()+"\n")

@@ -287,3 +287,46 @@ func TestProxyRefusesHostAddresses(t *testing.T) {
 		t.Errorf("GET pypi.test → %s (this host) = %d %q; want 502 refused", local, code, body)
 	}
 }
+
+// TestMaxConns: beyond Options.MaxConns connections at once, one more is closed unserved,
+// and a slot frees when a connection ends.
+func TestMaxConns(t *testing.T) {
+	p := egress.New(egress.Options{MaxConns: 2})
+	defer p.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(l)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// closedSoon reports whether the proxy closes c (EOF) within d.
+	closedSoon := func(c net.Conn, d time.Duration) bool {
+		c.SetReadDeadline(time.Now().Add(d))
+		_, err := c.Read(make([]byte, 1))
+		return err == io.EOF
+	}
+	a, b := dial(), dial()
+	if closedSoon(a, 300*time.Millisecond) || closedSoon(b, 300*time.Millisecond) {
+		t.Fatal("a connection within the limit was closed")
+	}
+	if third := dial(); !closedSoon(third, 10*time.Second) {
+		t.Error("a third connection beyond MaxConns 2 was not closed")
+	}
+	a.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c := dial(); !closedSoon(c, 300*time.Millisecond) {
+			break // the slot a freed was taken
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no slot freed after a connection ended")
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"testing"
 
@@ -17,8 +15,7 @@ func GoneOwner(t testing.TB) string {
 	if err := gone.Start(); err != nil {
 		t.Fatal(err)
 	}
-	host, _ := os.Hostname()
-	owner := fmt.Sprintf("%s/%d/%d", host, gone.Process.Pid, sandbox.ProcStart(gone.Process.Pid))
+	owner := sandbox.OwnerOf(gone.Process.Pid)
 	gone.Process.Kill()
 	gone.Wait()
 	if alive, known := sandbox.OwnerAlive(owner); alive || !known {

@@ -111,11 +111,24 @@ func adopt(fd int) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := c.(*net.TCPConn); !ok {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
 		c.Close()
 		return nil, fmt.Errorf("handed a %T, not a TCP connection", c)
 	}
-	return c, nil
+	return handed{tc}, nil
+}
+
+// handed is a connection a sandbox handed over. Its socket options are the sandbox's to set
+// (it may keep a descriptor of the same socket), and with SO_LINGER on and a full send queue
+// close(2) blocks for the linger time: Close turns lingering off and leaves the final close
+// to a goroutine nobody waits for, so a sandbox cannot hold up the proxy's shutdown.
+type handed struct{ *net.TCPConn }
+
+func (h handed) Close() error {
+	h.SetLinger(-1)
+	go h.TCPConn.Close()
+	return nil
 }
 
 // check reports why fd is not a connected TCP stream socket.

@@ -85,7 +85,7 @@ func TestHandOverATCPConnection(t *testing.T) {
 		t.Fatalf("the proxy side read %q, %v; want ping", buf, err)
 	}
 	io.WriteString(c, "pong")
-	c.(*net.TCPConn).CloseWrite()
+	c.(interface{ CloseWrite() error }).CloseWrite()
 	client.SetDeadline(time.Now().Add(10 * time.Second))
 	if got, err := io.ReadAll(client); err != nil || string(got) != "pong" {
 		t.Fatalf("the client read %q, %v; want pong then EOF", got, err)
@@ -183,5 +183,53 @@ func TestOnlyConnectedTCPSocketsAreTaken(t *testing.T) {
 	}
 	if c, ok := <-served; ok {
 		t.Errorf("served %v; want nothing", c.RemoteAddr())
+	}
+}
+
+// TestLingerCannotHoldClose: a sandbox can set SO_LINGER on the socket it hands over and
+// fill its send queue, which makes close(2) block for the linger time; the proxy's Close
+// still returns at once.
+func TestLingerCannotHoldClose(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	client, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	client.(*net.TCPConn).SetReadBuffer(4 << 10) // and never read
+	acc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := acc.(*net.TCPConn)
+	b.SetLinger(30)
+	b.SetWriteBuffer(4 << 10)
+	b.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := b.Write(chunk); err != nil {
+			break // the send queue is full
+		}
+	}
+	relay, proxy := pair(t)
+	served, _, _ := receiveAll(t, proxy)
+	if err := Send(relay, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // not the last descriptor: does not linger
+	var c net.Conn
+	select {
+	case c = <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing was handed over")
+	}
+	start := time.Now()
+	c.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closing a handed-over lingering socket took %s; want it at once", d)
 	}
 }
