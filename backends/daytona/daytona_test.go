@@ -18,7 +18,8 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, nil) },
 		// Each new session creates a sandbox and uploads the helper: seconds, as on Daytona.
-		Slow: 2,
+		Slow:               2,
+		CallerGoneSurvives: "the helper runs in the provider's PTY session, which outlives the client's WebSocket, so a foreground command survives its caller (a heartbeat from client to helper would end it; not built yet)",
 	})
 }
 
@@ -43,9 +44,10 @@ func TestConformanceSessions(t *testing.T) {
 	f := newFake(t, testImage(t), time.Minute)
 	state := t.TempDir()
 	sandboxtest.Run(t, sandboxtest.Options{
-		NewBackend:      func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
-		Slow:            3,
-		StateSavedWhole: "the toolbox-session fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
+		NewBackend:         func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
+		Slow:               3,
+		StateSavedWhole:    "the toolbox-session fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
+		CallerGoneSurvives: "each command runs in a toolbox process session of its own, which outlives the client that started it",
 	})
 }
 

@@ -217,3 +217,40 @@ func (s *suite) testConcurrentFirstUse(t *testing.T) {
 		t.Errorf("the ten first uses wrote %q into one sandbox; want %q (each in the same sandbox)", got, want)
 	}
 }
+
+// testCallerGone: when the process that started a foreground command goes away (here its
+// backend is closed, which ends its stream to the sandbox as a killed process's would), the
+// command's whole tree is killed; the session stays usable from another process.
+func (s *suite) testCallerGone(t *testing.T) {
+	if s.opts.CallerGoneSurvives != "" {
+		t.Skip(s.opts.CallerGoneSurvives)
+	}
+	if !s.b.Capabilities().Persistent {
+		t.Skip("sessions do not outlive their process, so no other process can watch")
+	}
+	sess := s.newSession(t)
+	m := marker("caller")
+	b2 := s.opts.NewBackend(t)
+	sess2, err := b2.Open(s.ctx(t), sess.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		sess2.Exec(context.Background(), sandbox.Command{Script: fmt.Sprintf("sleep 7%s & sleep 8%s; wait", m, m)})
+	}()
+	for deadline := time.Now().Add(30 * time.Second * s.opts.Slow); s.leftovers(t, sess, m) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+	}
+	sess2.Close()
+	b2.Close()
+	s.waitNoLeftovers(t, sess, m)
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second * s.opts.Slow):
+		t.Error("Exec on the closed session did not return")
+	}
+}
