@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -225,10 +226,24 @@ func (b *Backend) upload(ctx context.Context, sb *modalsdk.Sandbox, af *agentFil
 		return &errFallback{reason: err.Error()}
 	}
 	start := time.Now()
-	if err := sb.Filesystem.WriteBytes(ctx, data, af.remote, nil); err != nil {
+	// Written under a name of its own and renamed into place, so that several processes
+	// starting the same new session at once never write one file together, and no start
+	// script ever runs a half-written helper.
+	tmp := af.remote + ".up-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := sb.Filesystem.WriteBytes(ctx, data, tmp, nil); err != nil {
 		var perm modalsdk.SandboxFilesystemPermissionError
 		if errors.As(err, &perm) {
-			return &errFallback{reason: "cannot write " + af.remote + ": " + err.Error()}
+			return &errFallback{reason: "cannot write " + tmp + ": " + err.Error()}
+		}
+		return b.mapErr("upload helper", sb.SandboxID, err)
+	}
+	cp, err := sb.Exec(ctx, []string{"/bin/sh", "-c", `chmod 755 "$1" && mv -f "$1" "$2"`, "sh", tmp, af.remote}, nil)
+	if err != nil {
+		return b.mapErr("upload helper", sb.SandboxID, err)
+	}
+	if code, err := cp.Wait(ctx, nil); err != nil || code != 0 {
+		if err == nil {
+			err = fmt.Errorf("moving the helper into place exited %d", code)
 		}
 		return b.mapErr("upload helper", sb.SandboxID, err)
 	}
