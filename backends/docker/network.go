@@ -310,41 +310,22 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 			}
 		}()
 	}
-	r.wg.Add(3)
+	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		_, err := stdcopy.StdCopy(pw, stderr, hr.Reader)
 		pw.CloseWithError(err)
 		stderr.Flush()
 	}()
-	go func() {
-		defer r.wg.Done()
-		if err := r.ms.Run(); err != nil && !errors.Is(err, mux.ErrClosed) {
-			log.Debug("relay stream ended", "err", err)
+	if err := egress.RunRelay(ctx, r.ms, r.proxy, &r.viaStream, &r.wg, relayGreeting, log); err != nil {
+		r.close()
+		if errors.Is(err, egress.ErrRelayExited) {
+			return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: name, Err: fmt.Errorf(
+				"%w; it printed: %s: %w", err, strings.TrimSpace(stderr.Tail()), sandbox.ErrUnavailable)}
 		}
-	}()
-	go func() {
-		defer r.wg.Done()
-		egress.ServeStreams(r.ms, r.proxy, &r.viaStream)
-	}()
-	t := time.NewTimer(relayGreeting)
-	defer t.Stop()
-	select {
-	case <-r.ms.Greeting():
-		return r, nil
-	case <-r.ms.Done():
-		r.close()
-		return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: name, Err: fmt.Errorf(
-			"the relay exited before listening on %s (%v; it printed: %s): %w", egress.RelayAddr, r.ms.Err(), strings.TrimSpace(stderr.Tail()), sandbox.ErrUnavailable)}
-	case <-t.C:
-		// Another process's relay holds the port for this session; ours takes over when
-		// that one ends. Commands meanwhile go through the other process's proxy.
-		log.Info("egress relay is waiting for the port; another process serves this session's egress now")
-		return r, nil
-	case <-ctx.Done():
-		r.close()
-		return nil, ctx.Err()
+		return nil, err
 	}
+	return r, nil
 }
 
 type closerFunc func() error

@@ -264,39 +264,18 @@ func (b *Backend) startRelay(ctx context.Context, pod, session string) (*relay, 
 		}
 		inW.Close()
 	}()
-	r.wg.Add(2)
-	go func() {
-		defer r.wg.Done()
-		if err := r.ms.Run(); err != nil && !errors.Is(err, mux.ErrClosed) {
-			log.Debug("relay stream ended", "err", err)
-		}
-	}()
-	go func() {
-		defer r.wg.Done()
-		egress.ServeStreams(r.ms, r.proxy, &r.served)
-	}()
-	t := time.NewTimer(relayGreeting)
-	defer t.Stop()
-	select {
-	case <-r.ms.Greeting():
-		return r, nil
-	case <-r.ms.Done():
+	if err := egress.RunRelay(ctx, r.ms, r.proxy, &r.served, &r.wg, relayGreeting, log); err != nil {
 		r.close()
-		why := r.ms.Err()
-		if streamErr != nil {
-			why = streamErr
+		if errors.Is(err, egress.ErrRelayExited) {
+			if streamErr != nil {
+				err = fmt.Errorf("%w (%v)", egress.ErrRelayExited, streamErr)
+			}
+			return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: session, Err: fmt.Errorf(
+				"pod %s: %w, so commands would have no way out; it printed: %s: %w", pod, err, stderr.String(), sandbox.ErrUnavailable)}
 		}
-		return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: session, Err: fmt.Errorf(
-			"the relay in pod %s exited before listening on %s, so commands would have no way out (%v; it printed: %s): %w", pod, egress.RelayAddr, why, stderr.String(), sandbox.ErrUnavailable)}
-	case <-t.C:
-		// Another process's relay holds the port for this session; ours takes over when
-		// that one ends. Commands meanwhile go through the other process's proxy.
-		log.Info("egress relay is waiting for the port; another process serves this session's egress now")
-		return r, nil
-	case <-ctx.Done():
-		r.close()
-		return nil, ctx.Err()
+		return nil, err
 	}
+	return r, nil
 }
 
 var (

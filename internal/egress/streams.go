@@ -1,8 +1,13 @@
 package egress
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -63,5 +68,42 @@ func (o *Observer) Recorder(backend string) func(Event) {
 		}
 		fn(sandbox.EgressEvent{Session: ev.Session, Backend: backend, Method: ev.Method, Host: ev.Host, Port: ev.Port,
 			Decision: ev.Decision, Reason: ev.Reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
+	}
+}
+
+// ErrRelayExited is returned by RunRelay when the relay ended before it listened.
+var ErrRelayExited = errors.New("the relay exited before listening on " + RelayAddr)
+
+// RunRelay runs the host side of a relay's multiplexed stream ms: it reads ms and serves each
+// stream with p (counted in served), on goroutines added to wg, and waits up to greeting for
+// the relay to listen. It returns nil once the relay listens, or once greeting has passed
+// (another process's relay of the same session holds the port; this one takes over when it
+// frees, and commands meanwhile go through that process's proxy). It returns ErrRelayExited
+// (with why) when the relay ended first, and ctx's error when ctx ends; the caller then
+// closes ms and waits for wg.
+func RunRelay(ctx context.Context, ms *mux.Session, p *Proxy, served *atomic.Int64, wg *sync.WaitGroup, greeting time.Duration, log *slog.Logger) error {
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := ms.Run(); err != nil && !errors.Is(err, mux.ErrClosed) {
+			log.Debug("relay stream ended", "err", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		ServeStreams(ms, p, served)
+	}()
+	t := time.NewTimer(greeting)
+	defer t.Stop()
+	select {
+	case <-ms.Greeting():
+		return nil
+	case <-ms.Done():
+		return fmt.Errorf("%w (%v)", ErrRelayExited, ms.Err())
+	case <-t.C:
+		log.Info("egress relay is waiting for the port; another process serves this session's egress now")
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
