@@ -13,7 +13,10 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,9 +60,12 @@ type TerminalConfig struct {
 	// JobTimeout is how long a background job may run before it is killed (exit 124).
 	JobTimeout time.Duration `yaml:"job_timeout"`
 	// MaxJobs is how many background jobs may run at once in one session.
-	MaxJobs        int      `yaml:"max_jobs"`
-	EnvPassthrough []string `yaml:"env_passthrough"` // host env vars passed into the sandbox
-	StateDir       string   `yaml:"state_dir"`       // "" = default; see Config.StateDir
+	MaxJobs int `yaml:"max_jobs"`
+	// KeepAlive is how long a session owner keeps a session warm for the next CLI exec after
+	// the last one ends; 0 runs every exec in its own process, with no owner.
+	KeepAlive      time.Duration `yaml:"keep_alive"`
+	EnvPassthrough []string      `yaml:"env_passthrough"` // host env vars passed into the sandbox
+	StateDir       string        `yaml:"state_dir"`       // "" = default; see Config.StateDir
 	// Persistence: session keeps a session's sandbox between commands; ephemeral gives each
 	// command a fresh one, removed when it ends (as `exec --ephemeral`).
 	Persistence Persistence `yaml:"persistence"`
@@ -284,6 +290,7 @@ func NewConfig() *Config {
 			SpillLimit:     64 * Mebibyte,
 			JobTimeout:     24 * time.Hour,
 			MaxJobs:        16,
+			KeepAlive:      10 * time.Minute,
 			EnvPassthrough: []string{},
 			Persistence:    PersistenceSession,
 			EgressAllow:    []string{},
@@ -360,6 +367,15 @@ func (c *Config) SecretsPath() string { return c.secretsPath }
 
 // FileLoaded reports whether the config file existed and was read.
 func (c *Config) FileLoaded() bool { return c.fileLoaded }
+
+// Fingerprint identifies the settings' values, secrets included, but not where they came
+// from: two loads of unchanged settings have the same one.
+func (c *Config) Fingerprint() string {
+	v := *c
+	v.env, v.origins = envMap{}, nil
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%#v", v)))
+	return hex.EncodeToString(sum[:])
+}
 
 // StateDir returns terminal.state_dir with ~ expanded, or the default
 // $XDG_STATE_HOME/hermes-sandbox (fallback ~/.local/state/hermes-sandbox)

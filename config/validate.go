@@ -104,6 +104,9 @@ func (c *Config) validateTerminal(v *validator) {
 		v.failf("terminal.output_limit", "must be at least %d, got %d", MinOutputLimit, t.OutputLimit)
 	}
 	v.positive("terminal.job_timeout", t.JobTimeout)
+	if t.KeepAlive < 0 {
+		v.failf("terminal.keep_alive", "must be 0 (no session owner) or a positive duration such as 10m, got %s", t.KeepAlive)
+	}
 	if t.MaxJobs < 1 {
 		v.failf("terminal.max_jobs", "must be at least 1, got %d", t.MaxJobs)
 	}

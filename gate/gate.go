@@ -38,6 +38,15 @@ type Options struct {
 	// output), so known secret values never reach the agent.
 	RedactOutput func(string) string
 	Logger       *slog.Logger
+	// Sessions, if set, supplies the inner sessions in place of the inner backend's Open (a
+	// session owner's warm ones); a gated session gives its inner one back on Close.
+	Sessions SessionSource
+}
+
+// SessionSource lends inner sessions: Release takes back what Open gave.
+type SessionSource interface {
+	Open(ctx context.Context, name string) (sandbox.Session, error)
+	Release(sandbox.Session)
 }
 
 // Wrap returns a backend whose sessions pass every call through the gate.
@@ -72,7 +81,11 @@ func (b *Backend) Close() error { return b.inner.Close() }
 // Open opens a gated session. A session store that cannot be read does not stop the open,
 // but every call on the session is then refused with the file to repair.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
-	s, err := b.inner.Open(ctx, name)
+	open := b.inner.Open
+	if b.opts.Sessions != nil {
+		open = b.opts.Sessions.Open
+	}
+	s, err := open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +209,13 @@ func (s *Session) setStoreErr(err error) {
 func (s *Session) Name() string { return s.inner.Name() }
 
 // Close closes the inner session.
-func (s *Session) Close() error { return s.inner.Close() }
+func (s *Session) Close() error {
+	if src := s.b.opts.Sessions; src != nil {
+		src.Release(s.inner)
+		return nil
+	}
+	return s.inner.Close()
+}
 
 // RemainingCalls reports the tool calls left (-1 = unlimited).
 func (s *Session) RemainingCalls() int {

@@ -272,9 +272,13 @@ func TestDiskFullRefusesTheCommand(t *testing.T) {
 
 // TestKilledCallerLeavesAnIntent kills the CLI with SIGKILL while its command runs: the intent
 // is in the log, shown without a result, and verify warns about it without failing.
+// TestKilledCallerLeavesAnIntent: an exec that runs in its own process (terminal.keep_alive
+// 0; an owner records the end itself, see TestOwnerKilledCallerKillsCommand) and is killed
+// mid-call leaves its intent without a result.
 func TestKilledCallerLeavesAnIntent(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("config", "set", "sandbox", "local")
+	e.mustRun("config", "set", "terminal.keep_alive", "0")
 	key := e.initAudit()
 	cmd := e.command(t, "exec", "-c", "sleep 3; echo late")
 	if err := cmd.Start(); err != nil {

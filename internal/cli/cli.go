@@ -16,6 +16,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/backends/all"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/owner/daemon"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -37,6 +38,17 @@ type app struct {
 	ephemeral bool
 	// closers run when the command is done (the audit log).
 	closers []io.Closer
+
+	// args is the command line this run was given (a session owner is handed it again).
+	args []string
+	// owners: this process is the hermes-sandbox binary, which may start session owners and
+	// hand them its exec (tests that drive Run with buffers never do).
+	owners bool
+	// In a session owner: the call being served, and the owner's warm sessions.
+	req  *daemon.Request
+	pool *sessionPool
+	// declined is why a session owner gives a call back to its client to run itself.
+	declined string
 }
 
 // exitError carries a process exit code without printing anything more.
@@ -51,17 +63,32 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // RunWith is Run with an explicit environment (tests pass their own).
 func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ, registry: all.Backends()}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ, registry: all.Backends(), owners: ownersEnabled}
+	return a.run(ctx, args)
+}
+
+// ownersEnabled is set by UseOwners.
+var ownersEnabled bool
+
+// UseOwners lets exec start a session owner and hand its call to it (terminal.keep_alive).
+// Only the hermes-sandbox binary calls it: the owner is that binary started again.
+func UseOwners() { ownersEnabled = true }
+
+func (a *app) run(ctx context.Context, args []string) int {
+	a.args = args
 	root := a.rootCmd()
 	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	err := root.ExecuteContext(ctx)
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		if cerr := a.closers[i].Close(); cerr != nil && err == nil {
 			err = cerr
 		}
+	}
+	if a.declined != "" {
+		return 0
 	}
 	if err == nil {
 		return 0
@@ -70,7 +97,7 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "hermes-sandbox: %v\n", err)
+	fmt.Fprintf(a.stderr, "hermes-sandbox: %v\n", err)
 	var re *gate.RefusedError
 	if errors.As(err, &re) {
 		return re.ExitCode()
@@ -117,6 +144,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 		a.auditCmd(),
 		a.jobsCmd(),
 		agentCmd(),
+		a.ownerCmd(),
 	)
 	a.registerCompletions(root)
 	return root

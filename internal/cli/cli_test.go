@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/cli"
@@ -17,6 +18,8 @@ type env struct {
 	t       *testing.T
 	dir     string
 	environ []string
+	// ownersOnce: the cleanup that stops session owners is registered once
+	ownersOnce sync.Once
 }
 
 func newEnv(t *testing.T) *env {

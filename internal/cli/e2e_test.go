@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,7 +48,46 @@ func binary(t *testing.T) string {
 func (e *env) command(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.Command(binary(t), args...)
 	cmd.Env = e.environ
+	e.stopOwnersOnCleanup(t)
 	return cmd
+}
+
+// stopOwnersOnCleanup makes the test end by stopping the session owners its runs of the
+// binary started (terminal.keep_alive), before its directory is removed under them.
+func (e *env) stopOwnersOnCleanup(t *testing.T) {
+	e.ownersOnce.Do(func() {
+		t.Cleanup(func() {
+			pattern := "owner-serve --socket " + e.dir + "/"
+			out, _ := exec.Command("pgrep", "-f", pattern).Output()
+			pids := strings.Fields(string(out))
+			for _, p := range pids {
+				if pid, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGTERM)
+				}
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for _, p := range pids {
+				for processRuns(p) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if processRuns(p) {
+					t.Errorf("session owner %s still runs 15 s after SIGTERM", p)
+				}
+			}
+		})
+	})
+}
+
+// processRuns reports whether process pid exists and is not a zombie (a detached owner's
+// parent may be a PID 1 that does not reap).
+func processRuns(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // TestGigabyteOfOutputStaysSmall: 1 GiB of output must not grow the CLI's memory, and the

@@ -143,7 +143,17 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		}
 		f.session = "ephemeral-" + randomID()
 	}
-	ctx, b, sess, done, err := a.openSession(ctx, cfg, f.session)
+	if code, handled := a.useOwner(cfg, ephemeral); handled {
+		if code != 0 {
+			return exitError{code}
+		}
+		return nil
+	}
+	open := a.openSession
+	if a.pool != nil && !ephemeral {
+		open = a.openPooledSession
+	}
+	ctx, b, sess, done, err := open(ctx, cfg, f.session)
 	if err != nil {
 		return err
 	}
@@ -187,7 +197,7 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 	if !f.json {
 		c.Stdout, c.Stderr = a.stdout, a.stderr
 	}
-	if a.stdin != nil && b.Capabilities().Stdin && !isTerminal(a.stdin) {
+	if a.stdin != nil && b.Capabilities().Stdin && !a.stdinIsTerminal() {
 		c.Stdin = a.stdin
 	}
 	res, err := sess.Exec(ctx, c)

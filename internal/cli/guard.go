@@ -98,7 +98,7 @@ func (a *app) openSession(ctx context.Context, cfg *config.Config, name string) 
 			release[i]()
 		}
 	}
-	if ap, closeTTY := terminalApprover(); ap != nil {
+	if ap, closeTTY := a.approver(); ap != nil {
 		release = append(release, closeTTY)
 		ctx = gate.WithApprover(ctx, ap)
 	}
@@ -244,35 +244,47 @@ func terminalApprover() (gate.Approver, func()) {
 }
 
 func (t *ttyApprover) Approve(ctx context.Context, req gate.Request) (gate.Decision, error) {
-	fmt.Fprintf(t.out, "\nhermes-sandbox: approval needed (%s verdict, backend %s, session %s)\n", req.Verdict, req.Backend, req.Session)
-	fmt.Fprintf(t.out, "  %s: %s\n", req.Tool, req.Command)
-	for _, f := range req.Findings {
-		fmt.Fprintf(t.out, "  [%s] %s\n", f.Rule, f.Description)
-	}
-	for _, n := range req.Notes {
-		fmt.Fprintf(t.out, "  (%s)\n", n)
-	}
-	fmt.Fprint(t.out, "Allow? [o]nce, [s]ession, [a]lways, [d]eny (default deny): ")
+	fmt.Fprint(t.out, approvalPrompt(req))
 	answer := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(t.in).ReadString('\n')
-		answer <- strings.ToLower(strings.TrimSpace(line))
+		answer <- line
 	}()
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(t.out, "\n(no answer in time: denied)")
 		return gate.Deny, ctx.Err()
 	case s := <-answer:
-		switch s {
-		case "o", "once", "y", "yes":
-			return gate.ApproveOnce, nil
-		case "s", "session":
-			return gate.ApproveSession, nil
-		case "a", "always":
-			return gate.ApproveAlways, nil
-		}
-		return gate.Deny, nil
+		return approvalAnswer(s), nil
 	}
+}
+
+// approvalPrompt is the question put to the person at the terminal.
+func approvalPrompt(req gate.Request) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nhermes-sandbox: approval needed (%s verdict, backend %s, session %s)\n", req.Verdict, req.Backend, req.Session)
+	fmt.Fprintf(&b, "  %s: %s\n", req.Tool, req.Command)
+	for _, f := range req.Findings {
+		fmt.Fprintf(&b, "  [%s] %s\n", f.Rule, f.Description)
+	}
+	for _, n := range req.Notes {
+		fmt.Fprintf(&b, "  (%s)\n", n)
+	}
+	b.WriteString("Allow? [o]nce, [s]ession, [a]lways, [d]eny (default deny): ")
+	return b.String()
+}
+
+// approvalAnswer reads the line typed; anything unclear denies.
+func approvalAnswer(line string) gate.Decision {
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "o", "once", "y", "yes":
+		return gate.ApproveOnce
+	case "s", "session":
+		return gate.ApproveSession
+	case "a", "always":
+		return gate.ApproveAlways
+	}
+	return gate.Deny
 }
 
 // protectedPaths are the files that steer this tool: its config, secrets, state and audit log,

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/owner/daemon"
+)
+
+// ownerStartTimeout bounds how long an exec waits for a new owner to listen.
+const ownerStartTimeout = 10 * time.Second
+
+// ownerCmd is the session owner, started by exec (see package owner); it is not for people.
+func (a *app) ownerCmd() *cobra.Command {
+	var sock string
+	var keep time.Duration
+	cmd := &cobra.Command{
+		Use:    "owner-serve --socket PATH",
+		Short:  "Serve exec calls with warm sessions (started by exec; see terminal.keep_alive)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.serveOwner(cmd.Context(), sock, keep)
+		},
+	}
+	cmd.Flags().StringVar(&sock, "socket", "", "the owner's socket")
+	cmd.Flags().DurationVar(&keep, "keep-alive", 10*time.Minute, "idle time before the owner exits")
+	return cmd
+}
+
+func (a *app) serveOwner(ctx context.Context, sock string, keep time.Duration) error {
+	if sock == "" || keep <= 0 {
+		err := usagef("owner-serve: needs --socket and a positive --keep-alive")
+		daemon.Ready(err)
+		return err
+	}
+	key, err := owner.CurrentKey(a.environ)
+	if err != nil {
+		daemon.Ready(err)
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	pool := newSessionPool(keep, logger)
+	srv := &daemon.Server{Path: sock, Key: key, KeepAlive: pool.keepAlive, Logger: logger,
+		Handler: func(ctx context.Context, r *daemon.Request) (int, string) { return a.serveCall(ctx, r, pool) }}
+	if err := srv.Listen(); err != nil {
+		daemon.Ready(err)
+		return err
+	}
+	daemon.Ready(nil)
+	logger.Info("owner: serving", "socket", sock, "pid", os.Getpid(), "keep_alive", keep)
+	rctx, stopReap := context.WithCancel(ctx)
+	reaped := make(chan struct{})
+	go func() { defer close(reaped); pool.reap(rctx) }()
+	err = srv.Serve(ctx)
+	stopReap()
+	<-reaped
+	pool.close()
+	logger.Info("owner: exiting", "socket", sock)
+	return err
+}
+
+// serveCall runs one client's exec as a run of its own: its environment, streams and
+// terminal, this owner's warm sessions.
+func (a *app) serveCall(ctx context.Context, r *daemon.Request, pool *sessionPool) (int, string) {
+	if !owner.IsExec(r.Hello.Args) {
+		return 0, "an owner serves exec only"
+	}
+	c := &app{stdin: r.Stdin, stdout: r.Stdout, stderr: r.Stderr, environ: r.Hello.Environ,
+		registry: a.registry, req: r, pool: pool}
+	code := c.run(ctx, r.Hello.Args)
+	return code, c.declined
+}
+
+// useOwner decides, in an exec that has read its configuration, where the call runs. In an
+// owner, it declines when owners are switched off (the client then runs the call itself).
+// In the binary, it hands the call to the session's owner, starting one if needed; handled
+// is false when the call is to run in this process.
+func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bool) {
+	if a.req != nil {
+		if cfg.Terminal.KeepAlive <= 0 {
+			a.declined = "terminal.keep_alive is 0"
+			a.pool.setKeepAlive(0)
+			return 0, true
+		}
+		a.pool.setKeepAlive(cfg.Terminal.KeepAlive)
+		a.req.Started()
+		return 0, false
+	}
+	if !a.owners || cfg.Terminal.KeepAlive <= 0 || ephemeral {
+		return 0, false
+	}
+	key, err := owner.CurrentKey(a.environ)
+	if err == nil {
+		var sock, exe string
+		if sock, err = owner.SocketPath(a.environ, key); err == nil {
+			if exe, err = os.Executable(); err == nil {
+				err = daemon.Start(sock, exe, []string{"owner-serve", "--socket", sock, "--keep-alive", cfg.Terminal.KeepAlive.String()},
+					a.environ, strings.TrimSuffix(sock, ".sock")+".log", ownerStartTimeout)
+			}
+		}
+		if err == nil {
+			h := owner.Hello{Args: a.args, Environ: a.environ, Key: key, StdinTTY: isTerminal(a.stdin), TTY: owner.HasTTY()}
+			code, err = owner.Forward(sock, h, a.stdin, a.stdout, a.stderr)
+			switch {
+			case err == nil:
+				return code, true
+			case !errors.Is(err, owner.ErrNoOwner):
+				fmt.Fprintf(a.stderr, "hermes-sandbox: %v\n", err)
+				return code, true
+			}
+		}
+	}
+	fmt.Fprintf(a.stderr, "hermes-sandbox: warning: no session owner (%v); this exec runs in its own process (terminal.keep_alive 0 stops trying)\n", err)
+	return 0, false
+}
+
+// stdinIsTerminal reports whether the caller's standard input is a terminal.
+func (a *app) stdinIsTerminal() bool {
+	if a.req != nil {
+		return a.req.Hello.StdinTTY
+	}
+	return isTerminal(a.stdin)
+}
+
+// approver is who answers approval prompts: the person at the caller's terminal, if any.
+func (a *app) approver() (gate.Approver, func()) {
+	if a.req != nil {
+		if !a.req.Hello.TTY {
+			return nil, func() {}
+		}
+		return remoteApprover{a.req}, func() {}
+	}
+	return terminalApprover()
+}
+
+// remoteApprover asks at the terminal of the process an owner serves.
+type remoteApprover struct{ r *daemon.Request }
+
+func (ra remoteApprover) Approve(ctx context.Context, req gate.Request) (gate.Decision, error) {
+	line, err := ra.r.Prompt(ctx, approvalPrompt(req))
+	if err != nil {
+		return gate.Deny, err
+	}
+	return approvalAnswer(line), nil
+}

@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// sessionPool is a session owner's warm backends and sessions. A backend is kept per
+// backend choice and settings (a changed config gets a new one), each session until it has
+// been idle for terminal.keep_alive.
+type sessionPool struct {
+	logger *slog.Logger
+
+	create sync.Mutex // one backend is built at a time
+	mu     sync.Mutex
+	keep   time.Duration // the latest terminal.keep_alive
+	// entries by backend choice and settings
+	entries map[string]*poolEntry
+}
+
+func newSessionPool(keep time.Duration, logger *slog.Logger) *sessionPool {
+	return &sessionPool{logger: logger, keep: keep, entries: map[string]*poolEntry{}}
+}
+
+func (p *sessionPool) keepAlive() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keep
+}
+
+func (p *sessionPool) setKeepAlive(d time.Duration) {
+	p.mu.Lock()
+	p.keep = d
+	p.mu.Unlock()
+}
+
+// poolEntry is one warm backend and its sessions; it lends them to the gate
+// (gate.SessionSource).
+type poolEntry struct {
+	backend  sandbox.Backend
+	keep     time.Duration
+	note     string // what choosing the backend said (auto), repeated to every call
+	progress *swapWriter
+	closers  []io.Closer // the egress audit sink
+
+	mu       sync.Mutex
+	users    int
+	used     time.Time
+	sessions map[string]*pooledSession
+}
+
+type pooledSession struct {
+	sess  sandbox.Session
+	users int
+	used  time.Time
+}
+
+// entry finds or builds the backend for cfg and counts the caller as its user until done.
+func (p *sessionPool) entry(ctx context.Context, a *app, cfg *config.Config) (*poolEntry, error) {
+	key := a.selectedName(cfg) + "\x00" + cfg.Fingerprint()
+	if e := p.take(key, a); e != nil {
+		return e, nil
+	}
+	p.create.Lock()
+	defer p.create.Unlock()
+	if e := p.take(key, a); e != nil {
+		return e, nil
+	}
+	progress := &swapWriter{w: a.stderr}
+	var note strings.Builder
+	name, err := (&app{stderr: io.MultiWriter(a.stderr, &note), environ: a.environ, registry: a.registry, sandboxFlag: a.sandboxFlag}).backendName(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !a.registry.Has(name) {
+		_, err := a.openBackend(ctx, cfg) // its error names what is built in
+		return nil, err
+	}
+	opts := cfg.BackendOptions(sandbox.FactoryOptions{Progress: progress, Environ: a.environ, StateDir: cfg.StateDir()})
+	b, err := a.registry.New(name, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	e := &poolEntry{backend: b, keep: cfg.Terminal.KeepAlive, note: note.String(), progress: progress,
+		sessions: map[string]*pooledSession{}, users: 1, used: time.Now()}
+	if o, ok := b.(sandbox.EgressObserver); ok && cfg.Audit.Enabled && cfg.Audit.Level != config.AuditOff {
+		// Egress happens between calls too, so its records go to a sink of the entry's own.
+		logger := slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		sa := &app{environ: a.environ}
+		sink := sa.openAudit(cfg, a.expandHome(cfg.Audit.LogDestination), logger)
+		e.closers = sa.closers
+		o.ObserveEgress(egressAuditor(sink, logger))
+	}
+	p.mu.Lock()
+	p.entries[key] = e
+	p.mu.Unlock()
+	return e, nil
+}
+
+// take returns the entry for key, counting a as its user, or nil.
+func (p *sessionPool) take(key string, a *app) *poolEntry {
+	p.mu.Lock()
+	e := p.entries[key]
+	p.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	e.users++
+	e.used = time.Now()
+	e.mu.Unlock()
+	e.progress.set(a.stderr)
+	if e.note != "" {
+		fmt.Fprint(a.stderr, e.note)
+	}
+	return e
+}
+
+// done ends a caller's use of e.
+func (e *poolEntry) done(stderr io.Writer) {
+	e.mu.Lock()
+	e.users = max(0, e.users-1)
+	e.used = time.Now()
+	e.mu.Unlock()
+	e.progress.unset(stderr)
+}
+
+// Open lends the warm session name, opening it on first use.
+func (e *poolEntry) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ps := e.sessions[name]
+	if ps == nil {
+		s, err := e.backend.Open(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		ps = &pooledSession{sess: s}
+		e.sessions[name] = ps
+	}
+	ps.users++
+	ps.used = time.Now()
+	return ps.sess, nil
+}
+
+// Release takes a lent session back; it stays open for the next call.
+func (e *poolEntry) Release(s sandbox.Session) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ps := range e.sessions {
+		if ps.sess == s {
+			ps.users = max(0, ps.users-1)
+			ps.used = time.Now()
+		}
+	}
+}
+
+// reap closes sessions and backends idle for their keep_alive, until ctx ends.
+func (p *sessionPool) reap(ctx context.Context) {
+	for {
+		tick := min(max(p.keepAlive()/4, 50*time.Millisecond), 2*time.Second)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tick):
+		}
+		p.sweep(false)
+	}
+}
+
+// sweep closes what has been idle long enough, or everything when all is set.
+func (p *sessionPool) sweep(all bool) {
+	p.mu.Lock()
+	entries := make(map[string]*poolEntry, len(p.entries))
+	for k, e := range p.entries {
+		entries[k] = e
+	}
+	p.mu.Unlock()
+	for key, e := range entries {
+		var closing []sandbox.Session
+		e.mu.Lock()
+		for name, ps := range e.sessions {
+			if all || (ps.users == 0 && time.Since(ps.used) >= e.keep) {
+				closing = append(closing, ps.sess)
+				delete(e.sessions, name)
+			}
+		}
+		gone := all || (e.users == 0 && len(e.sessions) == 0 && time.Since(e.used) >= e.keep)
+		e.mu.Unlock()
+		for _, s := range closing {
+			if err := s.Close(); err != nil {
+				p.logger.Warn("owner: close an idle session", "session", s.Name(), "err", err)
+			}
+		}
+		if !gone {
+			continue
+		}
+		p.mu.Lock()
+		if p.entries[key] == e {
+			delete(p.entries, key)
+		}
+		p.mu.Unlock()
+		if err := e.backend.Close(); err != nil {
+			p.logger.Warn("owner: close an idle backend", "backend", e.backend.Name(), "err", err)
+		}
+		for i := len(e.closers) - 1; i >= 0; i-- {
+			e.closers[i].Close()
+		}
+	}
+}
+
+func (p *sessionPool) close() { p.sweep(true) }
+
+// openPooledSession is openSession in a session owner: the backend and the session come warm
+// from the pool, and the gate, approvals and audit are this call's own, as in any run.
+func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
+	e, err := a.pool.entry(ctx, a, cfg)
+	if err != nil {
+		return ctx, nil, nil, nil, err
+	}
+	release := []func(){func() { e.done(a.stderr) }}
+	done := func() {
+		for i := len(release) - 1; i >= 0; i-- {
+			release[i]()
+		}
+	}
+	if err := checkSharedEgress(cfg, e.backend); err != nil {
+		done()
+		return ctx, nil, nil, nil, err
+	}
+	opts, err := a.gateOptions(cfg, e.backend)
+	if err != nil {
+		done()
+		return ctx, nil, nil, nil, err
+	}
+	opts.Sessions = e
+	b := gate.Wrap(e.backend, opts)
+	if ap, closeTTY := a.approver(); ap != nil {
+		release = append(release, closeTTY)
+		ctx = gate.WithApprover(ctx, ap)
+	}
+	sess, err := b.Open(ctx, name)
+	if err != nil {
+		done()
+		return ctx, nil, nil, nil, err
+	}
+	release = append(release, func() { sess.Close() })
+	return ctx, b, sess, done, nil
+}
+
+// swapWriter writes to the stderr of the call that uses a warm backend now (its progress
+// messages), or nowhere between calls.
+type swapWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *swapWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return len(p), nil
+	}
+	_, _ = s.w.Write(p)
+	return len(p), nil
+}
+
+func (s *swapWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *swapWriter) unset(w io.Writer) {
+	s.mu.Lock()
+	if s.w == w {
+		s.w = nil
+	}
+	s.mu.Unlock()
+}

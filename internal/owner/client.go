@@ -1,0 +1,224 @@
+package owner
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// ErrNoOwner means no owner took the call and nothing ran: run it in this process.
+var ErrNoOwner = errors.New("owner: no owner took the call")
+
+// Sockaddr returns an address for path that fits a sockaddr_un. A path too long for it is
+// reached through this process's descriptor of its directory.
+func Sockaddr(p string) (string, func(), error) {
+	if len(p) < 100 {
+		return p, func() {}, nil
+	}
+	const oPath = 0x200000 // O_PATH, which package syscall does not name
+	fd, err := syscall.Open(path.Dir(p), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, &os.PathError{Op: "open", Path: path.Dir(p), Err: err}
+	}
+	return fmt.Sprintf("/proc/self/fd/%d/%s", fd, path.Base(p)), func() { syscall.Close(fd) }, nil
+}
+
+// Dial connects to the unix socket at path.
+func Dial(path string) (*os.File, error) {
+	addr, done, err := Sockaddr(path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	for {
+		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: addr})
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return nil, &os.PathError{Op: "connect", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// Forward hands a call to the owner listening at sock and returns the exit code the owner
+// sends back. An error that wraps ErrNoOwner means the call did not run (no owner there, or
+// it declined); any other error means the owner went away while the call ran.
+func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	conn, err := Dial(sock)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoOwner, err)
+	}
+	defer conn.Close()
+	c := &client{conn: conn, stdin: stdin}
+	if err := c.send(FrameHello, encodeHello(h)); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoOwner, err)
+	}
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	stopSigs := make(chan struct{})
+	defer close(stopSigs)
+	go func() {
+		for {
+			select {
+			case <-stopSigs:
+				return
+			case s := <-sigs:
+				_ = c.send(FrameSignal, []byte{byte(s.(syscall.Signal))})
+			}
+		}
+	}()
+
+	started := false
+	for {
+		typ, p, err := ReadFrame(conn)
+		if err != nil {
+			if !started {
+				return 0, fmt.Errorf("%w: the owner closed the connection: %v", ErrNoOwner, err)
+			}
+			return 1, fmt.Errorf("the session owner went away before the command finished (%v); the command was stopped with it", err)
+		}
+		switch typ {
+		case FrameStdout:
+			_, _ = stdout.Write(p)
+		case FrameStderr:
+			_, _ = stderr.Write(p)
+		case FrameStarted:
+			started = true
+		case FrameWantStdin:
+			c.pumpStdin()
+		case FrameTTYPrompt:
+			go c.prompt(p)
+		case FrameFallback:
+			if started {
+				return 1, fmt.Errorf("the session owner declined a call it had started: %s", p)
+			}
+			return 0, fmt.Errorf("%w: %s", ErrNoOwner, p)
+		case FrameExit:
+			if len(p) != 4 {
+				return 1, errors.New("owner: malformed exit frame")
+			}
+			return int(int32(binary.BigEndian.Uint32(p))), nil
+		default:
+			return 1, fmt.Errorf("owner: unexpected frame %q", typ)
+		}
+	}
+}
+
+type client struct {
+	conn  *os.File
+	stdin io.Reader
+
+	mu     sync.Mutex // serialises frames
+	pumped sync.Once
+}
+
+func (c *client) send(typ byte, p []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return WriteFrame(c.conn, typ, p)
+}
+
+// pumpStdin copies standard input to the owner, once it asks for it: a command that never
+// reads its input never makes this process read it.
+func (c *client) pumpStdin() {
+	c.pumped.Do(func() {
+		go func() {
+			if c.stdin == nil {
+				_ = c.send(FrameStdinEOF, nil)
+				return
+			}
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := c.stdin.Read(buf)
+				if n > 0 {
+					if c.send(FrameStdin, buf[:n]) != nil {
+						return
+					}
+				}
+				if err != nil {
+					_ = c.send(FrameStdinEOF, nil)
+					return
+				}
+			}
+		}()
+	})
+}
+
+// prompt shows an approval prompt on this process's terminal and sends back the line typed.
+func (c *client) prompt(text []byte) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		_ = c.send(FrameTTYAnswer, nil)
+		return
+	}
+	defer tty.Close()
+	_, _ = tty.Write(text)
+	var line []byte
+	b := make([]byte, 1)
+	for {
+		n, err := tty.Read(b)
+		if n == 1 {
+			if b[0] == '\n' {
+				break
+			}
+			line = append(line, b[0])
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = c.send(FrameTTYAnswer, line)
+}
+
+// HasTTY reports whether this process has a controlling terminal.
+func HasTTY() bool {
+	fd, err := syscall.Open("/dev/tty", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	syscall.Close(fd)
+	return true
+}
+
+// IsTerminal reports whether fd is a terminal.
+func IsTerminal(fd int) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+// PrivateDir makes dir (0700) or checks that it is this user's and closed to others.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("owner: %s is not a directory of this user's", dir)
+	}
+	if st.Mode&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
