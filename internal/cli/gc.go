@@ -34,6 +34,9 @@ starts fresh on its next command, which reports environment_recreated.`,
 			}
 			defer b.Close()
 			rep, err := b.(sandbox.Collector).Collect(cmd.Context(), sandbox.GCOptions{IdleTimeout: idle, DryRun: dryRun})
+			if !dryRun && len(rep.Removed) > 0 {
+				a.forgetInOwners(b.Name(), "")
+			}
 			if asJSON {
 				if rep.Removed == nil {
 					rep.Removed = []sandbox.GCItem{}

@@ -51,7 +51,7 @@ func (a *app) serveOwner(ctx context.Context, sock string, keep time.Duration) e
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	pool := newSessionPool(keep, logger)
-	srv := &daemon.Server{Path: sock, Key: key, KeepAlive: pool.keepAlive, Logger: logger,
+	srv := &daemon.Server{Path: sock, Key: key, KeepAlive: pool.keepAlive, Logger: logger, Forget: pool.forget,
 		Handler: func(ctx context.Context, r *daemon.Request) (int, string) { return a.serveCall(ctx, r, pool) }}
 	if err := srv.Listen(); err != nil {
 		daemon.Ready(err)
@@ -123,6 +123,14 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 	}
 	fmt.Fprintf(a.stderr, "hermes-sandbox: warning: no session owner (%v); this exec runs in its own process (terminal.keep_alive 0 stops trying)\n", err)
 	return 0, false
+}
+
+// forgetInOwners tells the session owners that a session of backend was removed (session ""
+// = all of them), so that none goes on serving it warm.
+func (a *app) forgetInOwners(backend, session string) {
+	if dir, err := owner.Dir(a.environ); err == nil {
+		owner.Forget(dir, backend, session)
+	}
 }
 
 // stdinIsTerminal reports whether the caller's standard input is a terminal.

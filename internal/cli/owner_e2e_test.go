@@ -109,6 +109,14 @@ func TestOwnerServesLaterExecs(t *testing.T) {
 	if out := e.mustRun("audit", "verify"); !strings.Contains(out, "ok") {
 		t.Errorf("audit verify = %q", out)
 	}
+	// A session removed by another process is not served warm afterwards.
+	if code, out, errOut := e.execBin(t, "", nil, "sessions", "rm", "default"); code != 0 {
+		t.Fatalf("sessions rm: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut = e.execBin(t, "", nil, "exec", "-c", "echo \"[$OWNED]\"; pwd")
+	if code != 0 || strings.Contains(out, "yes") || strings.Contains(out, "/tmp\n") || strings.Contains(errOut, "warning") {
+		t.Errorf("after sessions rm, through the owner: %d %q %q; want a fresh session", code, out, errOut)
+	}
 }
 
 func slicesContain(l []string, s string) bool {

@@ -56,12 +56,16 @@ type poolEntry struct {
 	users    int
 	used     time.Time
 	sessions map[string]*pooledSession
+	// lent: every session out on loan, by identity, including forgotten ones
+	lent map[sandbox.Session]*pooledSession
 }
 
 type pooledSession struct {
 	sess  sandbox.Session
 	users int
 	used  time.Time
+	// stale: the session was removed by another process; it closes when its last user is done
+	stale bool
 }
 
 // entry finds or builds the backend for cfg and counts the caller as its user until done.
@@ -91,7 +95,7 @@ func (p *sessionPool) entry(ctx context.Context, a *app, cfg *config.Config) (*p
 		return nil, err
 	}
 	e := &poolEntry{backend: b, keep: cfg.Terminal.KeepAlive, note: note.String(), progress: progress,
-		sessions: map[string]*pooledSession{}, users: 1, used: time.Now()}
+		sessions: map[string]*pooledSession{}, lent: map[sandbox.Session]*pooledSession{}, users: 1, used: time.Now()}
 	if o, ok := b.(sandbox.EgressObserver); ok && cfg.Audit.Enabled && cfg.Audit.Level != config.AuditOff {
 		// Egress happens between calls too, so its records go to a sink of the entry's own.
 		logger := slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -146,6 +150,7 @@ func (e *poolEntry) Open(ctx context.Context, name string) (sandbox.Session, err
 		}
 		ps = &pooledSession{sess: s}
 		e.sessions[name] = ps
+		e.lent[s] = ps
 	}
 	ps.users++
 	ps.used = time.Now()
@@ -155,11 +160,51 @@ func (e *poolEntry) Open(ctx context.Context, name string) (sandbox.Session, err
 // Release takes a lent session back; it stays open for the next call.
 func (e *poolEntry) Release(s sandbox.Session) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ps := range e.sessions {
-		if ps.sess == s {
-			ps.users = max(0, ps.users-1)
-			ps.used = time.Now()
+	ps := e.lent[s]
+	if ps == nil {
+		e.mu.Unlock()
+		return
+	}
+	ps.users = max(0, ps.users-1)
+	ps.used = time.Now()
+	closing := ps.stale && ps.users == 0
+	if closing {
+		delete(e.lent, s)
+	}
+	e.mu.Unlock()
+	if closing {
+		s.Close()
+	}
+}
+
+// forget drops the warm sessions of backend named session ("" = all of them), which another
+// process removed: the next call opens the session anew. One in use closes when its call ends.
+func (p *sessionPool) forget(backend, session string) {
+	p.mu.Lock()
+	entries := make([]*poolEntry, 0, len(p.entries))
+	for _, e := range p.entries {
+		if e.backend.Name() == backend {
+			entries = append(entries, e)
+		}
+	}
+	p.mu.Unlock()
+	for _, e := range entries {
+		var closing []sandbox.Session
+		e.mu.Lock()
+		for name, ps := range e.sessions {
+			if session != "" && name != session {
+				continue
+			}
+			ps.stale = true
+			delete(e.sessions, name)
+			if ps.users == 0 {
+				delete(e.lent, ps.sess)
+				closing = append(closing, ps.sess)
+			}
+		}
+		e.mu.Unlock()
+		for _, s := range closing {
+			s.Close()
 		}
 	}
 }
@@ -192,7 +237,14 @@ func (p *sessionPool) sweep(all bool) {
 			if all || (ps.users == 0 && time.Since(ps.used) >= e.keep) {
 				closing = append(closing, ps.sess)
 				delete(e.sessions, name)
+				delete(e.lent, ps.sess)
 			}
+		}
+		if all {
+			for s := range e.lent {
+				closing = append(closing, s)
+			}
+			clear(e.lent)
 		}
 		gone := all || (e.users == 0 && len(e.sessions) == 0 && time.Since(e.used) >= e.keep)
 		e.mu.Unlock()

@@ -84,6 +84,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 					}
 					continue
 				}
+				a.forgetInOwners(m.(sandbox.Backend).Name(), n)
 				fmt.Fprintf(a.stdout, "removed %s\n", n)
 			}
 			return firstErr

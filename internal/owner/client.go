@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -51,6 +53,11 @@ func Dial(path string) (*os.File, error) {
 		syscall.Close(fd)
 		return nil, &os.PathError{Op: "connect", Path: path, Err: err}
 	}
+	// Non-blocking from here on, so that the runtime's poller serves it (and deadlines work).
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return nil, os.NewSyscallError("setnonblock", err)
+	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
@@ -64,7 +71,7 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 	}
 	defer conn.Close()
 	c := &client{conn: conn, stdin: stdin}
-	if err := c.send(FrameHello, encodeHello(h)); err != nil {
+	if err := c.send(FrameHello, EncodeHello(h)); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoOwner, err)
 	}
 
@@ -184,6 +191,36 @@ func (c *client) prompt(text []byte) {
 		}
 	}
 	_ = c.send(FrameTTYAnswer, line)
+}
+
+// Forget tells every owner whose socket is in dir that a session of backend was removed
+// (session "" = every session of it), so that none goes on serving it warm. Owners that do
+// not answer within a second are skipped: a stuck owner must not stop a removal.
+func Forget(dir, backend, session string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		wg.Add(1)
+		go func(sock string) {
+			defer wg.Done()
+			c, err := Dial(sock)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			if WriteFrame(c, FrameForget, EncodeForget(backend, session)) == nil {
+				_, _, _ = ReadFrame(c)
+			}
+		}(path.Join(dir, e.Name()))
+	}
+	wg.Wait()
 }
 
 // HasTTY reports whether this process has a controlling terminal.

@@ -27,7 +27,7 @@ import (
 	"syscall"
 )
 
-// Frame types. Client to owner: hello, stdin, stdinEOF, signal, ttyAnswer. Owner to client:
+// Frame types. Client to owner: hello (or forget), stdin, stdinEOF, signal, ttyAnswer. Owner to client:
 // stdout, stderr, wantStdin, ttyPrompt, started, exit, fallback.
 const (
 	FrameHello     byte = 'H'
@@ -35,6 +35,8 @@ const (
 	FrameStdinEOF  byte = 'e'
 	FrameSignal    byte = 's'
 	FrameTTYAnswer byte = 'a'
+	// FrameForget, instead of a hello, says a session was removed (EncodeForget).
+	FrameForget byte = 'F'
 
 	FrameStdout    byte = 'o'
 	FrameStderr    byte = 'r'
@@ -208,9 +210,9 @@ func SocketPath(environ []string, k Key) (string, error) {
 	return path.Join(dir, k.hash()+".sock"), nil
 }
 
-// encodeHello and DecodeHello use a plain length-prefixed layout rather than a general
+// EncodeHello and DecodeHello use a plain length-prefixed layout rather than a general
 // encoding, to keep the client's imports small.
-func encodeHello(h Hello) []byte {
+func EncodeHello(h Hello) []byte {
 	var b []byte
 	str := func(s string) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
@@ -242,6 +244,19 @@ func encodeHello(h Hello) []byte {
 }
 
 var errBadHello = errors.New("owner: malformed hello")
+
+// EncodeForget and DecodeForget carry a FrameForget's backend and session ("" = all).
+func EncodeForget(backend, session string) []byte {
+	return EncodeHello(Hello{Args: []string{backend, session}})
+}
+
+func DecodeForget(b []byte) (backend, session string, err error) {
+	h, err := DecodeHello(b)
+	if err != nil || len(h.Args) != 2 {
+		return "", "", errBadHello
+	}
+	return h.Args[0], h.Args[1], nil
+}
 
 func DecodeHello(b []byte) (Hello, error) {
 	var h Hello

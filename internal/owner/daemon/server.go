@@ -62,7 +62,9 @@ type Server struct {
 	// KeepAlive is how long the owner waits for a next call; read after each call, since the
 	// configuration can change.
 	KeepAlive func() time.Duration
-	Logger    *slog.Logger
+	// Forget, if set, is told that a session was removed by another process (owner.Forget).
+	Forget func(backend, session string)
+	Logger *slog.Logger
 
 	ln  *net.UnixListener
 	ino uint64
@@ -225,6 +227,13 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
 	c := &serverConn{conn: conn, answers: make(chan string, 1), stdin: newStdinQueue()}
 	typ, p, err := owner.ReadFrame(conn)
+	if err == nil && typ == owner.FrameForget {
+		if backend, session, err := owner.DecodeForget(p); err == nil && s.Forget != nil {
+			s.Forget(backend, session)
+		}
+		_ = c.send(owner.FrameExit, binary.BigEndian.AppendUint32(nil, 0))
+		return
+	}
 	if err != nil || typ != owner.FrameHello {
 		return
 	}
