@@ -70,7 +70,11 @@ type pooledSession struct {
 
 // entry finds or builds the backend for cfg and counts the caller as its user until done.
 func (p *sessionPool) entry(ctx context.Context, a *app, cfg *config.Config) (*poolEntry, error) {
-	key := a.selectedName(cfg) + "\x00" + cfg.Fingerprint()
+	// The gate's own settings apply per call; only what the backend and its egress records
+	// are built from decides whether a warm one can be used.
+	k := *cfg
+	k.Approvals, k.Tools, k.Loop, k.MCP = config.ApprovalsConfig{}, config.ToolsConfig{}, config.LoopConfig{}, config.MCPConfig{}
+	key := a.selectedName(cfg) + "\x00" + k.Fingerprint()
 	if e := p.take(key, a); e != nil {
 		return e, nil
 	}

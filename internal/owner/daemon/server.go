@@ -188,6 +188,7 @@ func (s *Server) watch(ctx context.Context, stop func()) {
 		idle := s.active == 0 && time.Since(s.last) >= s.KeepAlive()
 		s.mu.Unlock()
 		if idle {
+			s.Logger.Info("owner: idle; exiting", "keep_alive", s.KeepAlive())
 			stop()
 			return
 		}

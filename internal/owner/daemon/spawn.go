@@ -84,14 +84,13 @@ func Start(sock, exe string, args, environ []string, logPath string, timeout tim
 // Ready tells the process that started this owner that it listens (err == nil) or why it
 // cannot. It does nothing in a process that was not started by Start.
 func Ready(err error) {
-	f := os.NewFile(readyFD, "ready")
-	if f == nil {
-		return
-	}
+	// Look before wrapping: an *os.File closes its descriptor when collected, and in a process
+	// that Start did not start, descriptor 3 is somebody else's.
 	var st syscall.Stat_t
 	if syscall.Fstat(readyFD, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
 		return
 	}
+	f := os.NewFile(readyFD, "ready")
 	if err != nil {
 		_, _ = f.WriteString(err.Error())
 	} else {
