@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -104,6 +105,9 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 	if err == nil {
 		var sock, exe string
 		if sock, err = owner.SocketPath(a.environ, key); err == nil {
+			if !secondCall(sock, cfg.Terminal.KeepAlive) || !roomForOwner(filepath.Dir(sock)) {
+				return 0, false
+			}
 			if exe, err = os.Executable(); err == nil {
 				err = daemon.Start(sock, exe, []string{"owner-serve", "--socket", sock, "--keep-alive", cfg.Terminal.KeepAlive.String()},
 					a.environ, strings.TrimSuffix(sock, ".sock")+".log", ownerStartTimeout)
@@ -131,6 +135,63 @@ func (a *app) forgetInOwners(backend, session string) {
 	if dir, err := owner.Dir(a.environ); err == nil {
 		owner.Forget(dir, backend, session)
 	}
+}
+
+// maxOwners bounds the session owners one user has at once; beyond it, an exec that would
+// start another runs in its own process.
+const maxOwners = 16
+
+// secondCall reports whether an exec with this owner key already ran within keep; if not, it
+// notes this one. An owner starts at the second exec with the same environment, so that a
+// caller whose environment changes at every call (a request id in it) starts none: it would
+// gain nothing and leave one idle owner per call.
+func secondCall(sock string, keep time.Duration) bool {
+	mark := strings.TrimSuffix(sock, ".sock") + ".seen"
+	if fi, err := os.Stat(mark); err == nil && time.Since(fi.ModTime()) < keep {
+		return true
+	}
+	dir := filepath.Dir(sock)
+	if owner.PrivateDir(dir) != nil {
+		return false
+	}
+	// Old notes go as new ones come.
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".seen") {
+				if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) >= keep {
+					os.Remove(filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+	}
+	_ = os.WriteFile(mark, nil, 0o600)
+	now := time.Now()
+	_ = os.Chtimes(mark, now, now)
+	return false
+}
+
+// roomForOwner reports whether fewer than maxOwners owners answer in dir; sockets nobody
+// answers on (an owner that was killed) are removed.
+func roomForOwner(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	live := 0
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		c, err := owner.Dial(p)
+		if err != nil {
+			os.Remove(p)
+			continue
+		}
+		c.Close()
+		live++
+	}
+	return live < maxOwners
 }
 
 // stdinIsTerminal reports whether the caller's standard input is a terminal.
