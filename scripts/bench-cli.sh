@@ -117,9 +117,10 @@ row() {
 	printf '| %s%s | %d | %s | %s | %s | %s |\n' "$1" "$note" "$N" "$P50" "$P95" "$ratio" "$faster"
 }
 
-# warm CMD... runs CMD once (it starts the owner for its environment, and the session) and
-# says so when no owner of this run is up after it.
+# warm CMD... runs CMD twice (an owner starts at the second exec with an environment, and
+# the session with it) and says so when no owner of this run is up after it.
 warm() {
+	quiet "$@"
 	quiet "$@"
 	[ -n "$(owner_pids)" ] || echo "WARNING: no session owner runs after: $*" >&2
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
 	"github.com/hermes-sandbox/hermes-sandbox/policy"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -292,6 +293,9 @@ func approvalAnswer(line string) gate.Decision {
 func (a *app) protectedPaths(cfg *config.Config, auditPath string) []string {
 	p := []string{cfg.Path(), cfg.SecretsPath(), filepath.Dir(cfg.Path()), auditPath,
 		auditPath + ".checkpoint", auditPath + ".seal", auditPath + ".lock", filepath.Join(cfg.StateDir(), "gate")}
+	if d, err := owner.Dir(a.environ); err == nil {
+		p = append(p, d) // the session owners' sockets: a planted one would answer for the gate
+	}
 	if h := config.HermesDir(a.environ); h != "" {
 		p = append(p, filepath.Join(h, ".env"), filepath.Join(h, "config.yaml"))
 	}

@@ -142,6 +142,9 @@ func exeIdentity() (string, error) {
 	return p + "|" + strconv.FormatInt(st.Size, 10) + "|" + strconv.FormatInt(st.Mtim.Nano(), 10) + "|" + strconv.FormatUint(st.Ino, 10), nil
 }
 
+// EnvMatches reports whether environ is the environment key k was made from.
+func EnvMatches(environ []string, k Key) bool { return slices.Equal(keyEnv(environ), k.Env) }
+
 // Equal reports whether two keys are the same.
 func (k Key) Equal(o Key) bool {
 	return k.UID == o.UID && k.Exe == o.Exe && k.Cwd == o.Cwd && k.Umask == o.Umask && slices.Equal(k.Env, o.Env)

@@ -243,7 +243,9 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 		_ = c.send(owner.FrameFallback, []byte(err.Error()))
 		return
 	}
-	if !h.Key.Equal(s.Key) {
+	// The key names the environment the call runs with: the call's own environment must be
+	// that one (an owner never runs a call under variables its key does not carry).
+	if !h.Key.Equal(s.Key) || !owner.EnvMatches(h.Environ, h.Key) {
 		_ = c.send(owner.FrameFallback, []byte("this owner serves another environment"))
 		return
 	}
