@@ -75,6 +75,12 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 		return 0, fmt.Errorf("%w: %v", ErrNoOwner, err)
 	}
 
+	if stdinIsDevNull(stdin) {
+		// Nothing to read: say so now, and the owner never has to ask for it.
+		c.pumped.Do(func() {})
+		_ = c.send(FrameStdinEOF, nil)
+	}
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -221,6 +227,19 @@ func Forget(dir, backend, session string) {
 		}(path.Join(dir, e.Name()))
 	}
 	wg.Wait()
+}
+
+// stdinIsDevNull reports whether r is an *os.File open on /dev/null.
+func stdinIsDevNull(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	var st, null syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
+		return false
+	}
+	return syscall.Stat("/dev/null", &null) == nil && st.Rdev == null.Rdev
 }
 
 // HasTTY reports whether this process has a controlling terminal.

@@ -309,7 +309,9 @@ type lazyStdin struct {
 }
 
 func (l *lazyStdin) Read(p []byte) (int, error) {
-	l.want()
+	if !l.q.ended() {
+		l.want()
+	}
 	return l.q.read(p)
 }
 
@@ -347,6 +349,13 @@ func (q *stdinQueue) close() {
 	q.closed = true
 	q.cond.Broadcast()
 	q.mu.Unlock()
+}
+
+// ended reports whether the input has all arrived and been read (the client said EOF).
+func (q *stdinQueue) ended() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed && len(q.buf) == 0
 }
 
 func (q *stdinQueue) read(p []byte) (int, error) {
