@@ -114,9 +114,15 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 		case FrameStarted:
 			started = true
 		case FrameWantStdin:
-			c.pumpStdin()
+			if len(p) != 4 {
+				return 1, errors.New("owner: malformed stdin request")
+			}
+			c.pumpStdin(int64(binary.BigEndian.Uint32(p)))
 		case FrameTTYPrompt:
-			go c.prompt(p)
+			if len(p) < 4 {
+				return 1, errors.New("owner: malformed prompt")
+			}
+			c.prompt(binary.BigEndian.Uint32(p), p[4:])
 		case FrameFallback:
 			if started {
 				return 1, fmt.Errorf("the session owner declined a call it had started: %s", p)
@@ -137,8 +143,20 @@ type client struct {
 	conn  *os.File
 	stdin io.Reader
 
-	mu     sync.Mutex // serialises frames
-	pumped sync.Once
+	mu sync.Mutex // serialises frames
+
+	// credit is how many more bytes of input the owner has room for (FrameWantStdin grants
+	// it), so the owner's reader never has to wait for the command to read.
+	creditMu sync.Mutex
+	credit   int64
+	creditC  *sync.Cond
+	pumped   sync.Once
+
+	// The terminal's lines go to the prompt shown last (promptID), read by one reader.
+	promptMu  sync.Mutex
+	promptID  uint32
+	ttyOnce   sync.Once
+	ttyWriter *os.File
 }
 
 func (c *client) send(typ byte, p []byte) error {
@@ -147,9 +165,16 @@ func (c *client) send(typ byte, p []byte) error {
 	return WriteFrame(c.conn, typ, p)
 }
 
-// pumpStdin copies standard input to the owner, once it asks for it: a command that never
-// reads its input never makes this process read it.
-func (c *client) pumpStdin() {
+// pumpStdin adds n bytes of credit and, the first time, starts copying standard input to the
+// owner: a command that never reads its input never makes this process read it.
+func (c *client) pumpStdin(n int64) {
+	c.creditMu.Lock()
+	if c.creditC == nil {
+		c.creditC = sync.NewCond(&c.creditMu)
+	}
+	c.credit += n
+	c.creditC.Broadcast()
+	c.creditMu.Unlock()
 	c.pumped.Do(func() {
 		go func() {
 			if c.stdin == nil {
@@ -158,8 +183,17 @@ func (c *client) pumpStdin() {
 			}
 			buf := make([]byte, 32<<10)
 			for {
-				n, err := c.stdin.Read(buf)
+				c.creditMu.Lock()
+				for c.credit <= 0 {
+					c.creditC.Wait()
+				}
+				room := min(c.credit, int64(len(buf)))
+				c.creditMu.Unlock()
+				n, err := c.stdin.Read(buf[:room])
 				if n > 0 {
+					c.creditMu.Lock()
+					c.credit -= int64(n)
+					c.creditMu.Unlock()
 					if c.send(FrameStdin, buf[:n]) != nil {
 						return
 					}
@@ -173,30 +207,50 @@ func (c *client) pumpStdin() {
 	})
 }
 
-// prompt shows an approval prompt on this process's terminal and sends back the line typed.
-func (c *client) prompt(text []byte) {
-	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-	if err != nil {
-		_ = c.send(FrameTTYAnswer, nil)
+// prompt shows approval prompt id on this process's terminal; the next line typed there
+// answers it (an answer to an earlier prompt that timed out is dropped by the owner).
+func (c *client) prompt(id uint32, text []byte) {
+	c.promptMu.Lock()
+	c.promptID = id
+	c.promptMu.Unlock()
+	c.ttyOnce.Do(func() {
+		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+		if err != nil {
+			return
+		}
+		c.ttyWriter = tty
+		go func() {
+			// Lives until the process exits: a read from the terminal cannot be cut short.
+			var line []byte
+			b := make([]byte, 1)
+			for {
+				n, err := tty.Read(b)
+				if n == 1 && b[0] != '\n' {
+					line = append(line, b[0])
+					continue
+				}
+				if n == 1 || len(line) > 0 {
+					c.answer(line)
+					line = nil
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
+	if c.ttyWriter == nil {
+		c.answer(nil) // no terminal: an empty answer, which denies
 		return
 	}
-	defer tty.Close()
-	_, _ = tty.Write(text)
-	var line []byte
-	b := make([]byte, 1)
-	for {
-		n, err := tty.Read(b)
-		if n == 1 {
-			if b[0] == '\n' {
-				break
-			}
-			line = append(line, b[0])
-		}
-		if err != nil {
-			break
-		}
-	}
-	_ = c.send(FrameTTYAnswer, line)
+	_, _ = c.ttyWriter.Write(text)
+}
+
+func (c *client) answer(line []byte) {
+	c.promptMu.Lock()
+	id := c.promptID
+	c.promptMu.Unlock()
+	_ = c.send(FrameTTYAnswer, append(binary.BigEndian.AppendUint32(nil, id), line...))
 }
 
 // Forget tells every owner whose socket is in dir that a session of backend was removed

@@ -5,14 +5,17 @@ package daemon
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -35,17 +38,22 @@ func (r *Request) Started() { r.started.Do(func() { _ = r.c.send(owner.FrameStar
 
 // Prompt shows text on the client's terminal and returns the line typed there.
 func (r *Request) Prompt(ctx context.Context, text string) (string, error) {
-	if err := r.c.send(owner.FrameTTYPrompt, []byte(text)); err != nil {
+	id := r.c.promptSeq.Add(1)
+	if err := r.c.send(owner.FrameTTYPrompt, append(binary.BigEndian.AppendUint32(nil, id), text...)); err != nil {
 		return "", err
 	}
-	select {
-	case a, ok := <-r.c.answers:
-		if !ok {
-			return "", io.EOF
+	for {
+		select {
+		case a, ok := <-r.c.answers:
+			if !ok {
+				return "", io.EOF
+			}
+			if a.id == id { // an answer to an earlier prompt, typed after it timed out, is dropped
+				return a.line, nil
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
 		}
-		return a, nil
-	case <-ctx.Done():
-		return "", ctx.Err()
 	}
 }
 
@@ -119,6 +127,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
+	if s.KeepAlive == nil {
+		s.KeepAlive = func() time.Duration { return 10 * time.Minute }
+	}
 	s.last = time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -132,6 +143,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		var conn *net.UnixConn
 		conn, err = s.ln.AcceptUnix()
 		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				// Out of descriptors, say: wait a little rather than end the owner.
+				s.Logger.Warn("owner: accept", "err", err)
+				if sandbox.Sleep(ctx, 50*time.Millisecond) == nil {
+					continue
+				}
+			}
 			break
 		}
 		if !samePeer(conn) {
@@ -212,10 +230,11 @@ func samePeer(c *net.UnixConn) bool {
 }
 
 type serverConn struct {
-	conn    *net.UnixConn
-	mu      sync.Mutex
-	answers chan string
-	stdin   *stdinQueue
+	conn      *net.UnixConn
+	mu        sync.Mutex
+	answers   chan answer
+	promptSeq atomic.Uint32
+	stdin     *stdinQueue
 }
 
 func (c *serverConn) send(typ byte, p []byte) error {
@@ -226,7 +245,7 @@ func (c *serverConn) send(typ byte, p []byte) error {
 
 func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 	defer conn.Close()
-	c := &serverConn{conn: conn, answers: make(chan string, 1), stdin: newStdinQueue()}
+	c := &serverConn{conn: conn, answers: make(chan answer, 4), stdin: newStdinQueue()}
 	typ, p, err := owner.ReadFrame(conn)
 	if err == nil && typ == owner.FrameForget {
 		if backend, session, err := owner.DecodeForget(p); err == nil && s.Forget != nil {
@@ -249,10 +268,16 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 		_ = c.send(owner.FrameFallback, []byte("this owner serves another environment"))
 		return
 	}
+	if ctx.Err() != nil {
+		// The owner is stopping (idle, or its socket went): the client runs the call itself.
+		_ = c.send(owner.FrameFallback, []byte("the owner is exiting"))
+		return
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	want := sync.OnceFunc(func() { _ = c.send(owner.FrameWantStdin, nil) })
-	req := &Request{Hello: h, c: c, Stdin: &lazyStdin{q: c.stdin, want: want},
+	c.stdin.grant = func(n int) { _ = c.send(owner.FrameWantStdin, binary.BigEndian.AppendUint32(nil, uint32(n))) }
+	defer c.stdin.close() // a command that stopped reading must not hold its input
+	req := &Request{Hello: h, c: c, Stdin: &lazyStdin{q: c.stdin},
 		Stdout: frameWriter{c, owner.FrameStdout}, Stderr: frameWriter{c, owner.FrameStderr}}
 	go func() {
 		// The client's frames: a lost connection or a signal cancels the call.
@@ -272,9 +297,12 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 			case owner.FrameSignal:
 				return
 			case owner.FrameTTYAnswer:
+				if len(p) < 4 {
+					return
+				}
 				select {
-				case c.answers <- string(p):
-				default:
+				case c.answers <- answer{binary.BigEndian.Uint32(p), string(p[4:])}:
+				default: // nobody asked: dropped
 				}
 			}
 		}
@@ -285,6 +313,11 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	_ = c.send(owner.FrameExit, binary.BigEndian.AppendUint32(nil, uint32(int32(code))))
+}
+
+type answer struct {
+	id   uint32
+	line string
 }
 
 type frameWriter struct {
@@ -303,28 +336,24 @@ func (w frameWriter) Write(p []byte) (int, error) {
 }
 
 // lazyStdin asks the client for its input on the first Read.
-type lazyStdin struct {
-	q    *stdinQueue
-	want func()
-}
+type lazyStdin struct{ q *stdinQueue }
 
-func (l *lazyStdin) Read(p []byte) (int, error) {
-	if !l.q.ended() {
-		l.want()
-	}
-	return l.q.read(p)
-}
+func (l *lazyStdin) Read(p []byte) (int, error) { return l.q.read(p) }
 
-// stdinQueue holds input that arrived before the command read it, up to a bound, so that the
-// connection's reader never waits on the command (it must still see a cancel).
+// stdinQueue holds the client's input until the command reads it. The client sends only
+// what the queue has granted (stdinWindow at most outstanding), so the connection's reader
+// never waits on the command: it must still see a cancel or a lost client.
 type stdinQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	buf    []byte
-	closed bool
+	mu      sync.Mutex
+	cond    *sync.Cond
+	buf     []byte
+	closed  bool
+	granted int // granted and not yet arrived
+	asked   bool
+	grant   func(n int)
 }
 
-const stdinQueueMax = 4 << 20
+const stdinWindow = 1 << 20
 
 func newStdinQueue() *stdinQueue {
 	q := &stdinQueue{}
@@ -332,13 +361,17 @@ func newStdinQueue() *stdinQueue {
 	return q
 }
 
+// put adds input that arrived; more than was granted breaks the protocol and ends the input.
 func (q *stdinQueue) put(p []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.buf) >= stdinQueueMax && !q.closed {
-		q.cond.Wait()
+	if q.closed {
+		return
 	}
-	if !q.closed {
+	if len(p) > q.granted {
+		q.closed = true
+	} else {
+		q.granted -= len(p)
 		q.buf = append(q.buf, p...)
 	}
 	q.cond.Broadcast()
@@ -351,16 +384,10 @@ func (q *stdinQueue) close() {
 	q.mu.Unlock()
 }
 
-// ended reports whether the input has all arrived and been read (the client said EOF).
-func (q *stdinQueue) ended() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.closed && len(q.buf) == 0
-}
-
 func (q *stdinQueue) read(p []byte) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.topUp()
 	for len(q.buf) == 0 && !q.closed {
 		q.cond.Wait()
 	}
@@ -369,6 +396,21 @@ func (q *stdinQueue) read(p []byte) (int, error) {
 	}
 	n := copy(p, q.buf)
 	q.buf = q.buf[n:]
-	q.cond.Broadcast()
+	q.topUp()
 	return n, nil
+}
+
+// topUp grants the client more room once half the window is free (the first read asks for
+// the whole window). The client said EOF already: nothing to ask for.
+func (q *stdinQueue) topUp() {
+	if q.closed || q.grant == nil {
+		return
+	}
+	free := stdinWindow - q.granted - len(q.buf)
+	if q.asked && free < stdinWindow/2 {
+		return
+	}
+	q.asked = true
+	q.granted += free
+	q.grant(free)
 }
