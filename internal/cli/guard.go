@@ -93,7 +93,17 @@ func (a *app) openSession(ctx context.Context, cfg *config.Config, name string) 
 	if err != nil {
 		return ctx, nil, nil, nil, err
 	}
-	release := []func(){func() { b.Close() }}
+	ctx, sess, done, err := a.openApproved(ctx, b, name, func() { b.Close() })
+	if err != nil {
+		return ctx, nil, nil, nil, err
+	}
+	return ctx, b, sess, done, nil
+}
+
+// openApproved opens session name of the gated backend b, with the caller's approver on the
+// returned context. done runs release and closes what was opened, in reverse order; on an
+// error, that has already happened.
+func (a *app) openApproved(ctx context.Context, b sandbox.Backend, name string, release ...func()) (context.Context, sandbox.Session, func(), error) {
 	done := func() {
 		for i := len(release) - 1; i >= 0; i-- {
 			release[i]()
@@ -106,10 +116,10 @@ func (a *app) openSession(ctx context.Context, cfg *config.Config, name string) 
 	sess, err := b.Open(ctx, name)
 	if err != nil {
 		done()
-		return ctx, nil, nil, nil, err
+		return ctx, nil, nil, err
 	}
 	release = append(release, func() { sess.Close() })
-	return ctx, b, sess, done, nil
+	return ctx, sess, done, nil
 }
 
 // gateClassifier builds the gate's classifier, which protects this tool's own files. It opens

@@ -283,33 +283,22 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 	if err != nil {
 		return ctx, nil, nil, nil, err
 	}
-	release := []func(){func() { e.done(a.stderr) }}
-	done := func() {
-		for i := len(release) - 1; i >= 0; i-- {
-			release[i]()
-		}
-	}
+	release := func() { e.done(a.stderr) }
 	if err := checkSharedEgress(cfg, e.backend); err != nil {
-		done()
+		release()
 		return ctx, nil, nil, nil, err
 	}
 	opts, err := a.gateOptions(cfg, e.backend)
 	if err != nil {
-		done()
+		release()
 		return ctx, nil, nil, nil, err
 	}
 	opts.Sessions = e
 	b := gate.Wrap(e.backend, opts)
-	if ap, closeTTY := a.approver(); ap != nil {
-		release = append(release, closeTTY)
-		ctx = gate.WithApprover(ctx, ap)
-	}
-	sess, err := b.Open(ctx, name)
+	ctx, sess, done, err := a.openApproved(ctx, b, name, release)
 	if err != nil {
-		done()
 		return ctx, nil, nil, nil, err
 	}
-	release = append(release, func() { sess.Close() })
 	return ctx, b, sess, done, nil
 }
 
