@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -373,8 +374,23 @@ func (c *Config) FileLoaded() bool { return c.fileLoaded }
 func (c *Config) Fingerprint() string {
 	v := *c
 	v.env, v.origins = envMap{}, nil
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%#v", v)))
-	return hex.EncodeToString(sum[:])
+	h := sha256.New()
+	fmt.Fprintf(h, "%#v", v) // a Secret prints as *** here…
+	var secrets func(r reflect.Value)
+	secrets = func(r reflect.Value) { // …so its value is added on its own
+		switch {
+		case r.Type() == reflect.TypeFor[Secret]():
+			fmt.Fprintf(h, "\x00%d:%s", r.Len(), r.String())
+		case r.Kind() == reflect.Struct:
+			for i := range r.NumField() {
+				if r.Type().Field(i).IsExported() {
+					secrets(r.Field(i))
+				}
+			}
+		}
+	}
+	secrets(reflect.ValueOf(v))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // StateDir returns terminal.state_dir with ~ expanded, or the default

@@ -323,3 +323,32 @@ func TestSecretsFile(t *testing.T) {
 		t.Errorf("LoadWith(non-secret in secrets.yaml) = %v; want an is-not-a-secret error", err)
 	}
 }
+
+// TestFingerprint: a fingerprint changes with any setting, secrets included, and not with
+// where a value came from.
+func TestFingerprint(t *testing.T) {
+	base := NewConfig()
+	same := NewConfig()
+	same.setOrigin("docker.image", origin{})
+	if base.Fingerprint() != same.Fingerprint() {
+		t.Error("two default configurations have different fingerprints")
+	}
+	for name, change := range map[string]func(*Config){
+		"a setting":           func(c *Config) { c.Docker.Image = "other:1" },
+		"a secret":            func(c *Config) { c.Daytona.APIKey = "new-key" },
+		"another secret":      func(c *Config) { c.SSH.Password = "pw" },
+		"a list":              func(c *Config) { c.Terminal.EgressAllow = []string{"example.org"} },
+		"terminal.keep_alive": func(c *Config) { c.Terminal.KeepAlive = 0 },
+	} {
+		c := NewConfig()
+		change(c)
+		if c.Fingerprint() == base.Fingerprint() {
+			t.Errorf("changing %s leaves the fingerprint as it was", name)
+		}
+	}
+	a, b := NewConfig(), NewConfig()
+	a.Daytona.APIKey, b.Daytona.APIKey = "key-1", "key-2"
+	if a.Fingerprint() == b.Fingerprint() {
+		t.Error("two different API keys give one fingerprint")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -64,6 +65,10 @@ func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
+	}
+	if d, err := owner.Dir(opts.Environ); err == nil {
+		// The session owners' sockets: a command that planted one would answer for the gate.
+		sec.Protect = append(sec.Protect, d)
 	}
 	cwd := opts.Cwd
 	if home, _ := opts.Getenv("HOME"); home != "" && (cwd == "~" || strings.HasPrefix(cwd, "~/")) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,6 +95,12 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 			a.pool.setKeepAlive(0)
 			return 0, true
 		}
+		if name := a.selectedName(cfg); a.req.Hello.TTY && (name == "local" || name == "") {
+			// A local command run by the exec itself shares its terminal (sudo, ssh and git
+			// ask there); the owner has none to give it.
+			a.declined = "a local command of a caller with a terminal runs in the caller's process"
+			return 0, true
+		}
 		a.pool.setKeepAlive(cfg.Terminal.KeepAlive)
 		a.req.Started()
 		return 0, false
@@ -105,12 +112,19 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 	if err == nil {
 		var sock, exe string
 		if sock, err = owner.SocketPath(a.environ, key); err == nil {
-			if !secondCall(sock, cfg.Terminal.KeepAlive) || !roomForOwner(filepath.Dir(sock)) {
+			failed := strings.TrimSuffix(sock, ".sock") + ".failed"
+			if !secondCall(sock, cfg.Terminal.KeepAlive) || !roomForOwner(filepath.Dir(sock)) || recent(failed, cfg.Terminal.KeepAlive) {
 				return 0, false
 			}
 			if exe, err = os.Executable(); err == nil {
 				err = daemon.Start(sock, exe, []string{"owner-serve", "--socket", sock, "--keep-alive", cfg.Terminal.KeepAlive.String()},
 					a.environ, strings.TrimSuffix(sock, ".sock")+".log", ownerStartTimeout)
+			}
+			if err != nil {
+				// Said once; the execs of the next keep_alive run in their own process quietly.
+				_ = os.WriteFile(failed, []byte(err.Error()+"\n"), 0o600)
+			} else {
+				os.Remove(failed)
 			}
 		}
 		if err == nil {
@@ -154,7 +168,17 @@ func secondCall(sock string, keep time.Duration) bool {
 	if owner.PrivateDir(dir) != nil {
 		return false
 	}
-	// Old notes go as new ones come.
+	// Old notes go as new ones come, looked for at most once a minute.
+	stamp := filepath.Join(dir, ".pruned")
+	if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < time.Minute {
+		_ = os.WriteFile(mark, nil, 0o600)
+		now := time.Now()
+		_ = os.Chtimes(mark, now, now)
+		return false
+	}
+	_ = os.WriteFile(stamp, nil, 0o600)
+	now := time.Now()
+	_ = os.Chtimes(stamp, now, now)
 	if ents, err := os.ReadDir(dir); err == nil {
 		for _, e := range ents {
 			if strings.HasSuffix(e.Name(), ".seen") {
@@ -165,9 +189,14 @@ func secondCall(sock string, keep time.Duration) bool {
 		}
 	}
 	_ = os.WriteFile(mark, nil, 0o600)
-	now := time.Now()
 	_ = os.Chtimes(mark, now, now)
 	return false
+}
+
+// recent reports whether file p was written within d.
+func recent(p string, d time.Duration) bool {
+	fi, err := os.Stat(p)
+	return err == nil && time.Since(fi.ModTime()) < d
 }
 
 // roomForOwner reports whether fewer than maxOwners owners answer in dir; sockets nobody
@@ -184,8 +213,12 @@ func roomForOwner(dir string) bool {
 		}
 		p := filepath.Join(dir, e.Name())
 		c, err := owner.Dial(p)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(p) // nobody listens: an owner that was killed
+			continue
+		}
 		if err != nil {
-			os.Remove(p)
+			live++ // out of descriptors, say: count it, remove nothing
 			continue
 		}
 		c.Close()

@@ -24,7 +24,9 @@ func BenchmarkOwnerCall(b *testing.B) {
 		img := dockerimage.Busybox(b, "the docker owner benchmark", testenv.DefaultRootfs)
 		benchOwnerCall(b, "HERMES_SANDBOX_TERMINAL_BACKEND=docker", "HERMES_SANDBOX_DOCKER_IMAGE="+img,
 			"HERMES_SANDBOX_DOCKER_USER=", "HERMES_SANDBOX_DOCKER_CWD=/workspace")
-		b.Cleanup(func() { RunWith(context.Background(), []string{"sessions", "rm", "--all"}, nil, io.Discard, io.Discard, dockerEnv) })
+		b.Cleanup(func() {
+			RunWith(context.Background(), []string{"sessions", "rm", "--all"}, nil, io.Discard, io.Discard, dockerEnv)
+		})
 	})
 }
 

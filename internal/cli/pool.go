@@ -52,9 +52,12 @@ type poolEntry struct {
 	progress *swapWriter
 	closers  []io.Closer // the egress audit sink
 
+	opening sync.Mutex // one session opens at a time, outside mu
+
 	mu       sync.Mutex
 	users    int
 	used     time.Time
+	closed   bool // reaped: a call that finds it takes a new entry
 	sessions map[string]*pooledSession
 	// lent: every session out on loan, by identity, including forgotten ones
 	lent map[sandbox.Session]*pooledSession
@@ -123,6 +126,10 @@ func (p *sessionPool) take(key string, a *app) *poolEntry {
 		return nil
 	}
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
 	e.users++
 	e.used = time.Now()
 	e.mu.Unlock()
@@ -142,23 +149,40 @@ func (e *poolEntry) done(stderr io.Writer) {
 	e.progress.unset(stderr)
 }
 
-// Open lends the warm session name, opening it on first use.
+// Open lends the warm session name, opening it on first use. Opening (an SSH dial, a helper
+// upload) happens outside e.mu, so other calls on the backend never wait for it.
 func (e *poolEntry) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	if s := e.lend(name); s != nil {
+		return s, nil
+	}
+	e.opening.Lock()
+	defer e.opening.Unlock()
+	if s := e.lend(name); s != nil {
+		return s, nil
+	}
+	s, err := e.backend.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ps := &pooledSession{sess: s, users: 1, used: time.Now()}
+	e.sessions[name] = ps
+	e.lent[s] = ps
+	return s, nil
+}
+
+// lend lends the open session name, or returns nil.
+func (e *poolEntry) lend(name string) sandbox.Session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ps := e.sessions[name]
 	if ps == nil {
-		s, err := e.backend.Open(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		ps = &pooledSession{sess: s}
-		e.sessions[name] = ps
-		e.lent[s] = ps
+		return nil
 	}
 	ps.users++
 	ps.used = time.Now()
-	return ps.sess, nil
+	return ps.sess
 }
 
 // Release takes a lent session back; it stays open for the next call.
@@ -251,6 +275,15 @@ func (p *sessionPool) sweep(all bool) {
 			clear(e.lent)
 		}
 		gone := all || (e.users == 0 && len(e.sessions) == 0 && time.Since(e.used) >= e.keep)
+		if gone {
+			// Marked and unlisted under e.mu, so that no call takes it from here on.
+			e.closed = true
+			p.mu.Lock()
+			if p.entries[key] == e {
+				delete(p.entries, key)
+			}
+			p.mu.Unlock()
+		}
 		e.mu.Unlock()
 		for _, s := range closing {
 			if err := s.Close(); err != nil {
@@ -260,11 +293,6 @@ func (p *sessionPool) sweep(all bool) {
 		if !gone {
 			continue
 		}
-		p.mu.Lock()
-		if p.entries[key] == e {
-			delete(p.entries, key)
-		}
-		p.mu.Unlock()
 		if err := e.backend.Close(); err != nil {
 			p.logger.Warn("owner: close an idle backend", "backend", e.backend.Name(), "err", err)
 		}

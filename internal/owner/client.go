@@ -70,6 +70,11 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 		return 0, fmt.Errorf("%w: %v", ErrNoOwner, err)
 	}
 	defer conn.Close()
+	if !peerIsOwner(conn) {
+		// Not an owner of this user's running this binary: it gets nothing, not even the
+		// environment.
+		return 0, fmt.Errorf("%w: %s is not served by an owner of this user and binary", ErrNoOwner, sock)
+	}
 	c := &client{conn: conn, stdin: stdin}
 	if err := c.send(FrameHello, EncodeHello(h)); err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoOwner, err)
@@ -82,7 +87,7 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 	}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	stopSigs := make(chan struct{})
 	defer close(stopSigs)
@@ -157,6 +162,7 @@ type client struct {
 	promptID  uint32
 	ttyOnce   sync.Once
 	ttyWriter *os.File
+	reading   bool // a line is being read for the prompt shown last
 }
 
 func (c *client) send(typ byte, p []byte) error {
@@ -208,42 +214,47 @@ func (c *client) pumpStdin(n int64) {
 }
 
 // prompt shows approval prompt id on this process's terminal; the next line typed there
-// answers it (an answer to an earlier prompt that timed out is dropped by the owner).
+// answers it (an answer to an earlier prompt that timed out is dropped by the owner). One line
+// is read per answer, as an exec in its own process reads it: what is typed after it stays
+// for whatever reads the terminal next.
 func (c *client) prompt(id uint32, text []byte) {
 	c.promptMu.Lock()
 	c.promptID = id
-	c.promptMu.Unlock()
 	c.ttyOnce.Do(func() {
-		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-		if err != nil {
-			return
+		if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
+			c.ttyWriter = tty
 		}
-		c.ttyWriter = tty
-		go func() {
-			// Lives until the process exits: a read from the terminal cannot be cut short.
-			var line []byte
-			b := make([]byte, 1)
-			for {
-				n, err := tty.Read(b)
-				if n == 1 && b[0] != '\n' {
-					line = append(line, b[0])
-					continue
-				}
-				if n == 1 || len(line) > 0 {
-					c.answer(line)
-					line = nil
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
 	})
-	if c.ttyWriter == nil {
+	tty := c.ttyWriter
+	start := tty != nil && !c.reading
+	c.reading = c.reading || start
+	c.promptMu.Unlock()
+	if tty == nil {
 		c.answer(nil) // no terminal: an empty answer, which denies
 		return
 	}
-	_, _ = c.ttyWriter.Write(text)
+	_, _ = tty.Write(text)
+	if !start {
+		return // the line being read answers this prompt
+	}
+	go func() {
+		var line []byte
+		b := make([]byte, 1)
+		for {
+			n, err := tty.Read(b)
+			if n == 1 && b[0] != '\n' {
+				line = append(line, b[0])
+				continue
+			}
+			if n == 1 || err != nil {
+				break
+			}
+		}
+		c.promptMu.Lock()
+		c.reading = false
+		c.promptMu.Unlock()
+		c.answer(line)
+	}()
 }
 
 func (c *client) answer(line []byte) {
@@ -298,12 +309,8 @@ func stdinIsDevNull(r io.Reader) bool {
 
 // HasTTY reports whether this process has a controlling terminal.
 func HasTTY() bool {
-	fd, err := syscall.Open("/dev/tty", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	syscall.Close(fd)
-	return true
+	_, tty, err := procContext("self")
+	return err == nil && tty
 }
 
 // IsTerminal reports whether fd is a terminal.

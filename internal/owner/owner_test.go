@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"net"
@@ -27,7 +28,7 @@ func sampleHello() Hello {
 	return Hello{
 		Args:     []string{"--sandbox", "dev", "exec", "--", "sh", "-c", "echo 'héllo wörld' && printf '\\0'"},
 		Environ:  []string{"HOME=/home/x", "LANG=ja_JP.UTF-8", "GREETING=こんにちは", "EMPTY=", "WEIRD=a=b=c"},
-		Key:      Key{UID: 1000, Exe: "/usr/bin/hermes-sandbox|123|456|789", Cwd: "/tmp/日本", Umask: 0o022, Env: []string{"A=1", "B=2"}},
+		Key:      Key{UID: 1000, Exe: "/usr/bin/hermes-sandbox|123|456|789", Cwd: "/tmp/日本", Ctx: "Umask: 0022", Env: []string{"A=1", "B=2"}},
 		StdinTTY: true,
 		TTY:      false,
 	}
@@ -43,9 +44,9 @@ func TestHelloRoundTrip(t *testing.T) {
 		"unicode and control bytes": {
 			Args:    []string{"exec", "--", "echo", "🦀", "\x00\x01\xff", "line\nbreak"},
 			Environ: []string{"Ω=ω", "TAB=\t"},
-			Key:     Key{UID: 0, Exe: "ëxe", Cwd: "/ü", Umask: 0o777, Env: []string{"Ω=ω"}},
+			Key:     Key{UID: 0, Exe: "ëxe", Cwd: "/ü", Ctx: "ctx", Env: []string{"Ω=ω"}},
 		},
-		"negative uid":  {Key: Key{UID: -1, Umask: 0}},
+		"negative uid":  {Key: Key{UID: -1}},
 		"long strings":  {Args: []string{long}, Key: Key{Cwd: long}},
 		"flags tty":     {TTY: true},
 		"flags stdin":   {StdinTTY: true},
@@ -126,8 +127,6 @@ func TestDecodeHelloRejectsGarbage(t *testing.T) {
 		"string over the rest":     cat(u32(1), u32(10), []byte("abc")),
 		"uid not a number":         valid("abc", "18"),
 		"uid empty":                valid("", "18"),
-		"umask not a number":       valid("1", "0x12"),
-		"umask empty":              valid("1", ""),
 		"uid overflows int":        valid("99999999999999999999999", "18"),
 		"missing flags":            valid("1", "18")[:len(valid("1", "18"))-2],
 		"all ones":                 bytes.Repeat([]byte{0xFF}, 64),
@@ -219,7 +218,7 @@ func TestIsExec(t *testing.T) {
 }
 
 func TestKeyEqual(t *testing.T) {
-	base := Key{UID: 1, Exe: "e", Cwd: "/c", Umask: 0o22, Env: []string{"A=1", "B=2"}}
+	base := Key{UID: 1, Exe: "e", Cwd: "/c", Ctx: "c", Env: []string{"A=1", "B=2"}}
 	if !base.Equal(base) {
 		t.Fatal("a key is not equal to itself")
 	}
@@ -235,7 +234,7 @@ func TestKeyEqual(t *testing.T) {
 		"UID":       func(k *Key) { k.UID = 2 },
 		"Exe":       func(k *Key) { k.Exe = "f" },
 		"Cwd":       func(k *Key) { k.Cwd = "/d" },
-		"Umask":     func(k *Key) { k.Umask = 0o77 },
+		"Ctx":       func(k *Key) { k.Ctx = "other" },
 		"Env value": func(k *Key) { k.Env = []string{"A=1", "B=3"} },
 		"Env extra": func(k *Key) { k.Env = []string{"A=1", "B=2", "C=3"} },
 		"Env less":  func(k *Key) { k.Env = []string{"A=1"} },
@@ -263,17 +262,21 @@ func TestCurrentKey(t *testing.T) {
 		t.Errorf("UID = %d, want %d", k.UID, os.Getuid())
 	}
 	wd, _ := os.Getwd()
-	if k.Cwd != wd {
-		t.Errorf("Cwd = %q, want %q", k.Cwd, wd)
+	var st syscall.Stat_t
+	if err := syscall.Stat(".", &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%s|%d:%d", wd, st.Dev, st.Ino); k.Cwd != want {
+		t.Errorf("Cwd = %q, want %q (the path, and the directory's device and inode)", k.Cwd, want)
 	}
 	mask := syscall.Umask(0)
 	syscall.Umask(mask)
-	if k.Umask != mask {
-		t.Errorf("Umask = %o, want %o", k.Umask, mask)
+	if want := fmt.Sprintf("Umask: %04o\n", mask); !strings.Contains(k.Ctx, want) {
+		t.Errorf("Ctx = %q; want it to hold %q", k.Ctx, want)
 	}
 	exe, _ := os.Executable()
-	if !strings.HasPrefix(k.Exe, exe+"|") || strings.Count(k.Exe, "|") != 3 {
-		t.Errorf("Exe = %q, want %q with its size, mtime and inode", k.Exe, exe)
+	if !strings.HasPrefix(k.Exe, exe+"|") || strings.Count(k.Exe, ":") != 3 {
+		t.Errorf("Exe = %q, want %q with its device, inode, size and mtime", k.Exe, exe)
 	}
 	if want := []string{"FOO=1", "HOME=/h", "PATH=/bin"}; !slices.Equal(k.Env, want) {
 		t.Errorf("Env = %q, want %q (sorted, without the volatile variables)", k.Env, want)
@@ -390,7 +393,7 @@ func TestDir(t *testing.T) {
 }
 
 func TestSocketPath(t *testing.T) {
-	k1 := Key{UID: 1, Exe: "e", Cwd: "/c", Umask: 0o22, Env: []string{"A=1"}}
+	k1 := Key{UID: 1, Exe: "e", Cwd: "/c", Ctx: "c", Env: []string{"A=1"}}
 	k2 := k1
 	k2.Cwd = "/d"
 	env := []string{"HOME=/home/u", "HERMES_SANDBOX_TERMINAL_STATE_DIR=/state"}

@@ -5,9 +5,11 @@
 // same CLI code (config, gate, approvals, audit) as an in-process run, so those stay one layer.
 //
 // The owner is keyed by everything that can change what a run does: the user, the binary, the
-// working directory, the umask and the environment. A call that differs in any of them reaches
-// a different owner, and the owner checks the whole key again, so a hash collision costs speed
-// and never behaviour.
+// working directory, the environment and the process context (credentials, umask,
+// confinement, namespaces, cgroup, limits, nice). A call that differs in any of them reaches a
+// different owner, and the owner checks every part of the key against the connecting process
+// itself (VerifyPeer), so neither a hash collision nor a lying client makes a call run in a
+// context other than its own.
 //
 // The client half (Forward) imports only the standard library's low-level packages: it runs
 // from package early's init, before the rest of the binary has initialised, which is what
@@ -24,7 +26,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // Frame types. Client to owner: hello (or forget), stdin, stdinEOF, signal, ttyAnswer. Owner to client:
@@ -91,11 +92,13 @@ type Hello struct {
 
 // Key is what decides which owner may serve a call.
 type Key struct {
-	UID   int
-	Exe   string // the binary's path, size, mtime and inode
-	Cwd   string
-	Umask int
-	Env   []string // the environment without the variables that shells change on their own
+	UID int
+	Exe string // the binary's path, device, inode, size and mtime
+	Cwd string // the working directory's path, device and inode
+	// Ctx is the process context: credentials, umask, capabilities, no_new_privs, seccomp,
+	// namespaces, cgroup, limits and nice (procContext).
+	Ctx string
+	Env []string // the environment without the variables that shells change on their own
 }
 
 // volatileEnv are variables shells change between calls without changing what a run does.
@@ -103,17 +106,23 @@ var volatileEnv = []string{"_", "OLDPWD", "PWD", "SHLVL"}
 
 // CurrentKey is this process's key.
 func CurrentKey(environ []string) (Key, error) {
-	exe, err := exeIdentity()
+	exe, err := exeIdentity("self")
 	if err != nil {
 		return Key{}, err
 	}
-	cwd, err := os.Getwd()
+	wd, err := os.Getwd()
 	if err != nil {
 		return Key{}, err
 	}
-	mask := syscall.Umask(0)
-	syscall.Umask(mask)
-	return Key{UID: os.Getuid(), Exe: exe, Cwd: cwd, Umask: mask, Env: keyEnv(environ)}, nil
+	cwd, err := cwdIdentity("self", wd)
+	if err != nil {
+		return Key{}, err
+	}
+	ctx, _, err := procContext("self")
+	if err != nil {
+		return Key{}, err
+	}
+	return Key{UID: os.Getuid(), Exe: exe, Cwd: cwd, Ctx: ctx, Env: keyEnv(environ)}, nil
 }
 
 func keyEnv(environ []string) []string {
@@ -128,26 +137,12 @@ func keyEnv(environ []string) []string {
 	return out
 }
 
-// exeIdentity names the running binary so that a rebuilt or replaced one never reaches an
-// owner started from the old one.
-func exeIdentity() (string, error) {
-	p, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		return "", fmt.Errorf("owner: find the running binary: %w", err)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
-		return "", fmt.Errorf("owner: stat the running binary: %w", err)
-	}
-	return p + "|" + strconv.FormatInt(st.Size, 10) + "|" + strconv.FormatInt(st.Mtim.Nano(), 10) + "|" + strconv.FormatUint(st.Ino, 10), nil
-}
-
 // EnvMatches reports whether environ is the environment key k was made from.
 func EnvMatches(environ []string, k Key) bool { return slices.Equal(keyEnv(environ), k.Env) }
 
 // Equal reports whether two keys are the same.
 func (k Key) Equal(o Key) bool {
-	return k.UID == o.UID && k.Exe == o.Exe && k.Cwd == o.Cwd && k.Umask == o.Umask && slices.Equal(k.Env, o.Env)
+	return k.UID == o.UID && k.Exe == o.Exe && k.Cwd == o.Cwd && k.Ctx == o.Ctx && slices.Equal(k.Env, o.Env)
 }
 
 // hash is a short FNV-1a hash of the key: it names the socket, and the owner checks the
@@ -165,7 +160,7 @@ func (k Key) hash() string {
 	add(strconv.Itoa(k.UID))
 	add(k.Exe)
 	add(k.Cwd)
-	add(strconv.Itoa(k.Umask))
+	add(k.Ctx)
 	for _, e := range k.Env {
 		add(e)
 	}
@@ -239,7 +234,7 @@ func EncodeHello(h Hello) []byte {
 	str(strconv.Itoa(h.Key.UID))
 	str(h.Key.Exe)
 	str(h.Key.Cwd)
-	str(strconv.Itoa(h.Key.Umask))
+	str(h.Key.Ctx)
 	list(h.Key.Env)
 	flag(h.StdinTTY)
 	flag(h.TTY)
@@ -311,8 +306,8 @@ func DecodeHello(b []byte) (Hello, error) {
 	h.Key.UID = uid
 	h.Key.Exe = str()
 	h.Key.Cwd = str()
-	mask, err2 := strconv.Atoi(str())
-	h.Key.Umask = mask
+	h.Key.Ctx = str()
+	var err2 error
 	h.Key.Env = list()
 	h.StdinTTY = flag()
 	h.TTY = flag()

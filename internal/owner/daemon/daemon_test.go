@@ -38,18 +38,41 @@ const (
 // wait bounds every wait for something that should happen; a wait that runs out is a failure.
 const wait = 20 * time.Second
 
-// testKey is the key every test server serves and every test client sends. It need not be
-// this process's: the server compares keys, it does not compute the client's.
-var testKey = owner.Key{UID: 4242, Exe: "/test/hermes-sandbox|1|2|3", Cwd: "/test/cwd", Umask: 0o022, Env: []string{"A=1", "B=2"}}
+// testKey is the key test servers serve: the test process's own (the owner checks each call
+// against the calling process, so a client must send its real key). The processes this test
+// binary starts leave out their role variables, so an owner started by Start serves the test
+// process.
+var testKey owner.Key
 
+func testEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HERMES_DAEMON_TEST_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// testHello is this process's call, with its real key.
 func testHello(args ...string) owner.Hello {
 	if len(args) == 0 {
 		args = []string{"exec", "--", "true"}
 	}
-	return owner.Hello{Args: args, Environ: []string{"A=1", "B=2", "PWD=/test/cwd"}, Key: testKey}
+	k, err := owner.CurrentKey(os.Environ())
+	if err != nil {
+		panic(err)
+	}
+	return owner.Hello{Args: args, Environ: os.Environ(), Key: k, TTY: owner.HasTTY()}
 }
 
 func TestMain(m *testing.M) {
+	k, err := owner.CurrentKey(testEnviron())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	testKey = k
 	switch role := os.Getenv(roleEnv); role {
 	case "":
 		os.Exit(m.Run())
@@ -290,12 +313,12 @@ func TestHelloReachesHandler(t *testing.T) {
 	})
 	h := testHello("--sandbox", "dev", "exec", "--", "echo", "héllo")
 	h.Environ = append(h.Environ, "SHLVL=3", "_=/usr/bin/ü") // variables the key leaves out
-	h.TTY, h.StdinTTY = true, true
+	h.StdinTTY = true
 	if _, err := forward(t, ts.sock, h, nil, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	r := recvTimeout(t, got, "the hello")
-	if !slices.Equal(r.Args, h.Args) || !slices.Equal(r.Environ, h.Environ) || !r.Key.Equal(h.Key) || !r.TTY || !r.StdinTTY {
+	if !slices.Equal(r.Args, h.Args) || !slices.Equal(r.Environ, h.Environ) || !r.Key.Equal(h.Key) || r.TTY != h.TTY || !r.StdinTTY {
 		t.Fatalf("handler got %+v, want %+v", r, h)
 	}
 }
@@ -504,12 +527,12 @@ func TestOtherKeyFallsBack(t *testing.T) {
 		return 0, ""
 	})
 	for name, mut := range map[string]func(*owner.Key){
-		"uid":   func(k *owner.Key) { k.UID++ },
-		"exe":   func(k *owner.Key) { k.Exe += "x" },
-		"cwd":   func(k *owner.Key) { k.Cwd = "/elsewhere" },
-		"umask": func(k *owner.Key) { k.Umask = 0o077 },
-		"env":   func(k *owner.Key) { k.Env = []string{"A=1", "B=3"} },
-		"none":  func(k *owner.Key) { *k = owner.Key{} },
+		"uid":  func(k *owner.Key) { k.UID++ },
+		"exe":  func(k *owner.Key) { k.Exe += "x" },
+		"cwd":  func(k *owner.Key) { k.Cwd = "/elsewhere" },
+		"ctx":  func(k *owner.Key) { k.Ctx += "x" },
+		"env":  func(k *owner.Key) { k.Env = []string{"A=1", "B=3"} },
+		"none": func(k *owner.Key) { *k = owner.Key{} },
 	} {
 		h := testHello()
 		h.Key.Env = slices.Clone(h.Key.Env)
@@ -622,12 +645,18 @@ func TestPromptWithoutAnswer(t *testing.T) {
 // TestPromptWithoutTerminal runs owner.Forward in a process without a controlling terminal
 // (a session of its own), so that it cannot open /dev/tty: the prompt gets an empty answer.
 func TestPromptWithoutTerminal(t *testing.T) {
-	ts := startServer(t, func(ctx context.Context, r *Request) (int, string) {
+	sock := filepath.Join(t.TempDir(), "owners", "key.sock")
+	childEnv := append(os.Environ(), roleEnv+"=client", sockEnv+"="+sock)
+	childKey, err := owner.CurrentKey(childEnv) // the client child's key
+	if err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, func(ctx context.Context, r *Request) (int, string) {
 		r.Started()
 		ans, err := r.Prompt(ctx, "Allow? [y/N] ")
 		fmt.Fprintf(r.Stdout, "answer=%q err=%v", ans, err)
 		return 9, ""
-	})
+	}, func(s *Server) { s.Path, s.Key = sock, childKey })
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -635,7 +664,7 @@ func TestPromptWithoutTerminal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=client", sockEnv+"="+ts.sock)
+	cmd.Env = childEnv
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

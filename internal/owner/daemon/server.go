@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -131,28 +132,31 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.KeepAlive = func() time.Duration { return 10 * time.Minute }
 	}
 	s.last = time.Now()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Calls run under ctx; an owner that stops accepting (idle, its socket gone) lets the
+	// calls in progress finish.
+	accepting, stopAccepting := context.WithCancel(ctx)
+	defer stopAccepting()
 	go func() {
-		<-ctx.Done()
+		<-accepting.Done()
 		s.ln.Close()
 	}()
-	go s.watch(ctx, cancel)
+	go s.watch(accepting, stopAccepting)
 	var err error
 	for {
 		var conn *net.UnixConn
 		conn, err = s.ln.AcceptUnix()
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			if accepting.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				// Out of descriptors, say: wait a little rather than end the owner.
 				s.Logger.Warn("owner: accept", "err", err)
-				if sandbox.Sleep(ctx, 50*time.Millisecond) == nil {
+				if sandbox.Sleep(accepting, 50*time.Millisecond) == nil {
 					continue
 				}
 			}
 			break
 		}
-		if !samePeer(conn) {
+		pid, ok := samePeer(conn)
+		if !ok {
 			s.Logger.Warn("owner: refused a connection from another user")
 			conn.Close()
 			continue
@@ -163,16 +167,18 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serve(ctx, conn)
+			called := s.serve(ctx, accepting, conn, pid)
 			s.mu.Lock()
 			s.active--
-			s.last = time.Now()
+			if called { // probes and forgets do not keep an owner alive
+				s.last = time.Now()
+			}
 			s.mu.Unlock()
 		}()
 	}
 	s.removeSocket()
 	s.wg.Wait()
-	if ctx.Err() != nil {
+	if accepting.Err() != nil {
 		return nil
 	}
 	return err
@@ -213,20 +219,20 @@ func (s *Server) watch(ctx context.Context, stop func()) {
 	}
 }
 
-// samePeer reports whether the connecting process runs as this user.
-func samePeer(c *net.UnixConn) bool {
+// samePeer returns the connecting process's pid, and whether it runs as this user.
+func samePeer(c *net.UnixConn) (int, bool) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return false
+		return 0, false
 	}
 	var cred *syscall.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil || cerr != nil {
-		return false
+		return 0, false
 	}
-	return int(cred.Uid) == os.Getuid()
+	return int(cred.Pid), int(cred.Uid) == os.Getuid()
 }
 
 type serverConn struct {
@@ -243,10 +249,14 @@ func (c *serverConn) send(typ byte, p []byte) error {
 	return owner.WriteFrame(c.conn, typ, p)
 }
 
-func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
+// serve serves one connection; called reports whether it was a call the handler ran.
+// accepting ends when the owner stops taking calls.
+func (s *Server) serve(ctx, accepting context.Context, conn *net.UnixConn, pid int) (called bool) {
 	defer conn.Close()
 	c := &serverConn{conn: conn, answers: make(chan answer, 4), stdin: newStdinQueue()}
+	_ = conn.SetReadDeadline(time.Now().Add(helloTimeout))
 	typ, p, err := owner.ReadFrame(conn)
+	_ = conn.SetReadDeadline(time.Time{})
 	if err == nil && typ == owner.FrameForget {
 		if backend, session, err := owner.DecodeForget(p); err == nil && s.Forget != nil {
 			s.Forget(backend, session)
@@ -268,7 +278,12 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 		_ = c.send(owner.FrameFallback, []byte("this owner serves another environment"))
 		return
 	}
-	if ctx.Err() != nil {
+	if err := owner.VerifyPeer(pid, h); err != nil {
+		s.Logger.Warn("owner: declined a call from a process that is not what it says", "pid", pid, "why", err)
+		_ = c.send(owner.FrameFallback, []byte("the calling process is not what its call says: "+err.Error()))
+		return
+	}
+	if accepting.Err() != nil {
 		// The owner is stopping (idle, or its socket went): the client runs the call itself.
 		_ = c.send(owner.FrameFallback, []byte("the owner is exiting"))
 		return
@@ -307,13 +322,31 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn) {
 			}
 		}
 	}()
-	code, decline := s.Handler(ctx, req)
+	called = true
+	code, decline := s.handle(ctx, req)
 	if decline != "" {
 		_ = c.send(owner.FrameFallback, []byte(decline))
 		return
 	}
 	_ = c.send(owner.FrameExit, binary.BigEndian.AppendUint32(nil, uint32(int32(code))))
+	return called
 }
+
+// handle runs the handler; a panic fails this call only (exit 1), not the owner and every
+// other call it serves.
+func (s *Server) handle(ctx context.Context, r *Request) (code int, decline string) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.Logger.Error("owner: a call panicked", "panic", p, "stack", string(debug.Stack()))
+			fmt.Fprintf(r.Stderr, "hermes-sandbox: internal error in the session owner: %v\n", p)
+			code, decline = 1, ""
+		}
+	}()
+	return s.Handler(ctx, r)
+}
+
+// helloTimeout bounds how long a connection may take to say what it wants.
+const helloTimeout = 10 * time.Second
 
 type answer struct {
 	id   uint32

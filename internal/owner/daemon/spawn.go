@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// maxLog bounds an owner's log: a new owner starts it again beyond this size.
+const maxLog = 1 << 20
+
 // readyFD is the descriptor on which a starting owner says it listens (or why it cannot).
 const readyFD = 3
 
@@ -41,7 +44,11 @@ func Start(sock, exe string, args, environ []string, logPath string, timeout tim
 		c.Close()
 		return nil
 	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxLog {
+		flags |= os.O_TRUNC // the log of earlier owners for this key goes
+	}
+	logf, err := os.OpenFile(logPath, flags, 0o600)
 	if err != nil {
 		return err
 	}
