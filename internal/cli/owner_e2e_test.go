@@ -45,6 +45,16 @@ func (e *env) execBin(t *testing.T, stdin string, extraEnv []string, args ...str
 	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 
+// warmOwner runs two execs, which start the environment's owner, and checks it runs.
+func (e *env) warmOwner(t *testing.T) {
+	t.Helper()
+	e.execBin(t, "", nil, "exec", "--", "true")
+	e.execBin(t, "", nil, "exec", "--", "true")
+	if len(e.ownerPids(t)) != 1 {
+		t.Fatal("no owner after the second exec")
+	}
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
@@ -141,11 +151,7 @@ func slicesContain(l []string, s string) bool {
 func TestOwnerConfigIsReadEachCall(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("config", "set", "sandbox", "local")
-	e.execBin(t, "", nil, "exec", "--", "true")
-	e.execBin(t, "", nil, "exec", "--", "true")
-	if len(e.ownerPids(t)) != 1 {
-		t.Fatal("no owner after the second exec")
-	}
+	e.warmOwner(t)
 	e.mustRun("config", "set", "terminal.timeout", "1s")
 	if code, _, errOut := e.execBin(t, "", nil, "exec", "-c", "sleep 30"); code != 124 {
 		t.Errorf("after terminal.timeout 1s: exit %d %q; want 124", code, errOut)
@@ -182,11 +188,7 @@ func TestOwnerExitsWhenIdle(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("config", "set", "sandbox", "local")
 	e.mustRun("config", "set", "terminal.keep_alive", "1s")
-	e.execBin(t, "", nil, "exec", "--", "true")
-	e.execBin(t, "", nil, "exec", "--", "true")
-	if len(e.ownerPids(t)) != 1 {
-		t.Fatal("no owner after the second exec")
-	}
+	e.warmOwner(t)
 	waitFor(t, "the idle owner to exit", 20*time.Second, func() bool { return len(e.ownerPids(t)) == 0 })
 	if socks, _ := filepath.Glob(filepath.Join(e.ownersDir(), "*.sock")); len(socks) != 0 {
 		t.Errorf("sockets left after the owner exited: %v", socks)
@@ -230,11 +232,7 @@ func TestOwnerTenFirstExecs(t *testing.T) {
 func TestOwnerKilledCallerKillsCommand(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("config", "set", "sandbox", "local")
-	e.execBin(t, "", nil, "exec", "--", "true")
-	e.execBin(t, "", nil, "exec", "--", "true")
-	if len(e.ownerPids(t)) != 1 {
-		t.Fatal("no owner after the second exec")
-	}
+	e.warmOwner(t)
 	marker := strconv.Itoa(int(time.Now().UnixNano()%1_000_000) + 4_000_000)
 	cmd := e.command(t, "exec", "-c", "sleep "+marker+" & sh -c 'sleep "+marker+"' & echo started; wait")
 	stdout, err := cmd.StdoutPipe()
