@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"testing"
 	"time"
 
@@ -18,8 +19,10 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, nil) },
 		// Each new session creates a sandbox and uploads the helper: seconds, as on Daytona.
-		Slow:               2,
-		CallerGoneSurvives: "the helper runs in the provider's PTY session, which outlives the client's WebSocket, so a foreground command survives its caller (a heartbeat from client to helper would end it; not built yet)",
+		Slow: 2,
+		// The helper's PTY session outlives the client: a gone caller is noticed when its
+		// heartbeat stops.
+		CallerGoneAfter: agent.BeatTimeout,
 	})
 }
 

@@ -1,6 +1,7 @@
 package vercel
 
 import (
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"testing"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -16,7 +17,9 @@ func TestConformanceFake(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return s.backend(t, nil) },
 		// Each session is a container created through the engine: slow on a loaded machine.
-		Slow:               2,
-		CallerGoneSurvives: "the helper runs in the provider's PTY session, which outlives the client's WebSocket, so a foreground command survives its caller (a heartbeat from client to helper would end it; not built yet)",
+		Slow: 2,
+		// The helper's PTY session outlives the client: a gone caller is noticed when its
+		// heartbeat stops.
+		CallerGoneAfter: agent.BeatTimeout,
 	})
 }

@@ -25,6 +25,8 @@ type Client struct {
 	w     *frameWriter
 	close func() error
 	hello Hello
+	// beatDone is closed when the heartbeat goroutine has stopped (at once without one).
+	beatDone chan struct{}
 
 	mu      sync.Mutex
 	nextID  uint32
@@ -147,6 +149,12 @@ func NewClient(ctx context.Context, r io.Reader, w io.Writer, closeFn func() err
 	}
 	c := &Client{w: newFrameWriter(w), close: closeFn, hello: res.h, pending: map[uint32]*pending{}, done: make(chan struct{})}
 	go c.readLoop(br)
+	c.beatDone = make(chan struct{})
+	if res.h.Beats {
+		go c.beat()
+	} else {
+		close(c.beatDone)
+	}
 	return c, nil
 }
 
@@ -155,6 +163,26 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// beat tells the helper this client is alive, every BeatEvery until the stream ends: a
+// client that dies stops, and the helper then ends its foreground commands even where the
+// stream outlives it.
+func (c *Client) beat() {
+	defer close(c.beatDone)
+	payload, _ := json.Marshal(Beat{TimeoutMS: BeatTimeout.Milliseconds()})
+	t := time.NewTicker(BeatEvery)
+	defer t.Stop()
+	for {
+		if c.w.write(tBeat, 0, payload) != nil {
+			return
+		}
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Hello returns the helper's greeting.
@@ -178,6 +206,7 @@ func (c *Client) Close() error {
 		err = c.close()
 	}
 	<-c.done
+	<-c.beatDone
 	return err
 }
 

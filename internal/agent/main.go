@@ -52,7 +52,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			env = append(env, kv)
 		}
 	}
-	srv, err := NewServer(Options{StateDir: *state, Shell: *shell, Cwd: *cwd, Env: env})
+	srv, err := NewServer(Options{StateDir: *state, Shell: *shell, Cwd: *cwd, Env: env,
+		OnSilence: func() {
+			fmt.Fprintln(stderr, "sandbox-agent:", errSilent)
+			os.Exit(1)
+		}})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -32,6 +33,7 @@ const (
 	tEOF    frameType = 'E' // end of stdin (run) or of data (write_file)
 	tSignal frameType = 'S' // JSON SignalRequest
 	tCall   frameType = 'C' // JSON CallRequest
+	tBeat   frameType = 'B' // JSON Beat: the client is alive (helpers whose Hello says Beats)
 	// helper → client
 	tHello  frameType = 'H' // JSON Hello, once, first
 	tStdout frameType = 'o'
@@ -167,7 +169,24 @@ type Hello struct {
 	Home     string `json:"home"`
 	// Fresh is true when the helper found no saved state (a new or recreated sandbox).
 	Fresh bool `json:"fresh"`
+	// Beats: the helper takes tBeat frames. Once one arrives, a client silent for its
+	// timeout is taken to be gone, as if its stream had ended: in a sandbox whose stream
+	// outlives the client (a provider's PTY session, a container exec), that is how a killed
+	// caller's foreground commands die.
+	Beats bool `json:"beats,omitempty"`
 }
+
+// Beat is a tBeat's payload.
+type Beat struct {
+	TimeoutMS int64 `json:"timeout_ms"`
+}
+
+// BeatEvery and BeatTimeout: how often a client says it is alive, and how long a helper
+// waits without a frame before it takes the client to be gone.
+const (
+	BeatEvery   = 5 * time.Second
+	BeatTimeout = 20 * time.Second
+)
 
 // RunRequest starts a command.
 type RunRequest struct {

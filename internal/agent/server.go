@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Options configure a helper.
@@ -32,6 +34,10 @@ type Options struct {
 	// once the pipe this process holds closes. For a server in the caller's own process (the
 	// local backend); a helper in a sandbox is ended, and ends its commands, with its stream.
 	Guard bool
+	// OnSilence, if set, is called when a client with a heartbeat went silent, after its
+	// foreground commands were killed (the helper process exits: a read of its stdin, a PTY,
+	// cannot be cut short).
+	OnSilence func()
 }
 
 // Server is the helper: it serves one client stream.
@@ -137,19 +143,39 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 	}
 	home := envGet(s.state.envList(), "HOME")
 	hello := Hello{Version: Version, PID: os.Getpid(), Arch: runtime.GOARCH, Shell: s.shell,
-		StateDir: s.opts.StateDir, Home: home, Fresh: s.state.fresh}
+		StateDir: s.opts.StateDir, Home: home, Fresh: s.state.fresh, Beats: true}
 	if err := s.send(tHello, 0, hello); err != nil {
 		return err
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
-	var err error
+	var (
+		err    error
+		heard  atomic.Int64 // unix nanoseconds of the last frame
+		silent atomic.Bool
+		armed  sync.Once
+	)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
 	for {
 		var f frame
 		f, err = readFrame(br)
 		if err != nil {
 			break
 		}
+		heard.Store(time.Now().UnixNano())
+		if f.typ == tBeat {
+			var b Beat
+			if json.Unmarshal(f.payload, &b) == nil && b.TimeoutMS > 0 {
+				armed.Do(func() {
+					go s.watchBeats(time.Duration(b.TimeoutMS)*time.Millisecond, &heard, &silent, r, stopWatch)
+				})
+			}
+			continue
+		}
 		s.dispatch(f)
+	}
+	if silent.Load() {
+		err = errSilent
 	}
 	s.mu.Lock()
 	for _, rn := range s.runs {
@@ -168,6 +194,50 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// errSilent: the client sent nothing for longer than its heartbeat's timeout.
+var errSilent = errors.New("the client went silent (no heartbeat): taken to be gone; its foreground commands were killed")
+
+// watchBeats takes the client to be gone once nothing has been heard for timeout: it kills
+// the foreground commands, as the end of the stream does, and ends the stream (closing r,
+// where a read on it can be cut short; then Options.OnSilence, which the helper process sets
+// to exit).
+func (s *Server) watchBeats(timeout time.Duration, heard *atomic.Int64, silent *atomic.Bool, r io.Reader, stop <-chan struct{}) {
+	tick := time.NewTicker(min(timeout/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if time.Since(time.Unix(0, heard.Load())) < timeout {
+			continue
+		}
+		silent.Store(true)
+		s.mu.Lock()
+		for _, rn := range s.runs {
+			rn.kill(reasonInterrupt)
+		}
+		s.mu.Unlock()
+		if c, ok := r.(io.Closer); ok {
+			c.Close()
+		}
+		if s.opts.OnSilence != nil {
+			// The killed commands are reaped first (a few milliseconds).
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				s.mu.Lock()
+				n := len(s.runs)
+				s.mu.Unlock()
+				if n == 0 {
+					break
+				}
+			}
+			s.opts.OnSilence()
+		}
+		return
+	}
 }
 
 func (s *Server) dispatch(f frame) {

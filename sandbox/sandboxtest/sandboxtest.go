@@ -42,6 +42,10 @@ type Options struct {
 	// that started it on this backend; the case that checks it does not is then skipped with
 	// this reason (a known gap, listed in the run's summary).
 	CallerGoneSurvives string
+	// CallerGoneAfter is how long the sandbox may take to notice that a caller went: where
+	// the stream to the helper outlives its client (a provider's PTY session), the helper's
+	// heartbeat timeout (agent.BeatTimeout). 0: at once, when the stream ends.
+	CallerGoneAfter time.Duration
 }
 
 type suite struct {
@@ -329,7 +333,13 @@ func (s *suite) leftovers(t *testing.T, sess sandbox.Session, marker string) int
 // waitLeftovers polls until exactly want processes carry marker, or fails after a deadline.
 func (s *suite) waitLeftovers(t *testing.T, sess sandbox.Session, marker string, want int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second * s.opts.Slow)
+	s.waitLeftoversAfter(t, sess, marker, want, what, 0)
+}
+
+// waitLeftoversAfter is waitLeftovers for something that may take after longer to happen.
+func (s *suite) waitLeftoversAfter(t *testing.T, sess sandbox.Session, marker string, want int, what string, after time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10*time.Second*s.opts.Slow + after)
 	for {
 		n := s.leftovers(t, sess, marker)
 		if n == want {

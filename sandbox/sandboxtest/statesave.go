@@ -247,7 +247,8 @@ func (s *suite) testCallerGone(t *testing.T) {
 	}
 	sess2.Close()
 	b2.Close()
-	s.waitNoLeftovers(t, sess, m)
+	s.canSeeProcesses(t, sess)
+	s.waitLeftoversAfter(t, sess, m, 0, "still running after their caller went", s.opts.CallerGoneAfter)
 	select {
 	case <-ended:
 	case <-time.After(30 * time.Second * s.opts.Slow):
