@@ -1,6 +1,7 @@
 package modal
 
 import (
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"testing"
 	"time"
 
@@ -15,5 +16,8 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, nil) },
 		Slow:       2 * time.Second / time.Second,
+		// The helper's container exec can outlive a client that did not close it: a gone
+		// caller is then noticed when its heartbeat stops.
+		CallerGoneAfter: agent.BeatTimeout,
 	})
 }
