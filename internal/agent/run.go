@@ -52,11 +52,7 @@ type run struct {
 	stdin   *os.File
 	stdinMu sync.Mutex
 
-	pty     *os.File      // set for terminal sessions
-	guarded chan struct{} // closed once the guard started or failed to; nil without Guard
-	guard   *os.Process   // see Options.Guard; nil without one
-	// guardW is the pipe end whose closing tells the guard to kill the command's group.
-	guardW *os.File
+	pty *os.File // set for terminal sessions
 
 	mu     sync.Mutex
 	reason string // why it was killed, if it was
@@ -219,12 +215,7 @@ func (s *Server) startRun(id uint32, req RunRequest) {
 	}
 	rn := &run{s: s, id: id, proc: proc, stdin: stdinW}
 	if s.opts.Guard {
-		// Started beside the command, not before it: the command need not wait for it.
-		rn.guarded = make(chan struct{})
-		go func() {
-			defer close(rn.guarded)
-			rn.guard, rn.guardW = startGuard(proc.Pid)
-		}()
+		s.guard.add(proc.Pid)
 	}
 	s.mu.Lock()
 	s.runs[id] = rn
@@ -267,14 +258,9 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 	}
 	// Whatever the command left in its process group dies with it: a finished command leaves
 	// nothing running (background jobs are the way to keep a process).
-	if rn.guarded != nil {
-		// The group still exists (its leader is not reaped), so the guard joined it.
-		<-rn.guarded
-	}
 	_ = unix.Kill(-rn.proc.Pid, unix.SIGKILL)
-	if rn.guard != nil { // killed with the group
-		rn.guard.Wait()
-		rn.guardW.Close()
+	if s.opts.Guard {
+		s.guard.remove(rn.proc.Pid)
 	}
 	reason := rn.markExited()
 	ps, _ := rn.proc.Wait()
@@ -386,42 +372,6 @@ func (rn *run) kill(reason string) {
 	}
 	rn.reason = reason
 	proctree.Kill(rn.proc.Pid)
-}
-
-// guardScript waits for its fd 3 to end (every holder of the other end is gone: the
-// server's process ended, however) and kills its own process group, the command's.
-const guardScript = "read _ <&3; kill -KILL 0"
-
-// startGuard starts the guard of Options.Guard in process group pgid (a command that has
-// not been reaped, so the group exists). The guard is this process's child, not the
-// command's, so the command's `wait` and `jobs` do not see it. It returns nils when no guard
-// could start: the command still runs, as it would without Guard.
-func startGuard(pgid int) (*os.Process, *os.File) {
-	sh := "/bin/sh"
-	if !isExecutable(sh) {
-		return nil, nil
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil
-	}
-	defer r.Close()
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		w.Close()
-		return nil, nil
-	}
-	defer null.Close()
-	p, err := os.StartProcess(sh, []string{"sh", "-c", guardScript}, &os.ProcAttr{
-		Dir:   "/",
-		Files: []*os.File{null, null, null, r},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pgid: pgid},
-	})
-	if err != nil {
-		w.Close()
-		return nil, nil
-	}
-	return p, w
 }
 
 // waitExit waits until the main process has exited, without reaping it, so its pid and

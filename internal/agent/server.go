@@ -30,8 +30,8 @@ type Options struct {
 	// Confine, if set, is enforced on every command the helper starts.
 	Confine *Confinement
 	// Guard makes each foreground command die with this process, however it ends (even
-	// SIGKILL): a small guard process joins the command's process group and kills the group
-	// once the pipe this process holds closes. For a server in the caller's own process (the
+	// SIGKILL): one small guard process per server is told of each command's process group
+	// and kills the groups still running once the pipe this process holds closes. For a server in the caller's own process (the
 	// local backend); a helper in a sandbox is ended, and ends its commands, with its stream.
 	Guard bool
 	// OnSilence, if set, is called when a client with a heartbeat went silent, after its
@@ -55,6 +55,7 @@ type Server struct {
 	runs   map[uint32]*run
 	writes map[uint32]*pendingWrite
 	wg     sync.WaitGroup
+	guard  guard // Options.Guard
 }
 
 // NewServer prepares a helper; it loads saved state but starts nothing.
@@ -187,6 +188,7 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.guard.close()
 	if s.conf != nil {
 		s.conf.close()
 	}
