@@ -31,10 +31,6 @@ func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Back
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSharedEgress(cfg, b); err != nil {
-		b.Close()
-		return nil, err
-	}
 	opts, err := a.gateOptions(cfg, b)
 	if err != nil {
 		b.Close()
@@ -133,8 +129,12 @@ func (a *app) gateClassifier(cfg *config.Config, backend sandbox.Backend) *polic
 	})
 }
 
-// gateOptions derives the gate's settings from the configuration.
+// gateOptions derives the gate's settings from the configuration, and refuses a backend
+// that would not enforce terminal.egress_allow (checkSharedEgress).
 func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Options, error) {
+	if err := checkSharedEgress(cfg, backend); err != nil {
+		return gate.Options{}, err
+	}
 	auditPath := a.expandHome(cfg.Audit.LogDestination)
 	opts := gate.Options{
 		Logger:       slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

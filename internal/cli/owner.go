@@ -108,35 +108,26 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 	if !a.owners || cfg.Terminal.KeepAlive <= 0 || ephemeral {
 		return 0, false
 	}
-	key, err := owner.CurrentKey(a.environ)
+	h, err := owner.NewHello(a.args, a.environ, isTerminal(a.stdin))
+	var sock string
 	if err == nil {
-		var sock, exe string
-		if sock, err = owner.SocketPath(a.environ, key); err == nil {
-			failed := strings.TrimSuffix(sock, ".sock") + ".failed"
-			if !secondCall(sock, cfg.Terminal.KeepAlive) || !roomForOwner(filepath.Dir(sock)) || recent(failed, cfg.Terminal.KeepAlive) {
-				return 0, false
-			}
-			if exe, err = os.Executable(); err == nil {
-				err = daemon.Start(sock, exe, []string{"owner-serve", "--socket", sock, "--keep-alive", cfg.Terminal.KeepAlive.String()},
-					a.environ, strings.TrimSuffix(sock, ".sock")+".log", ownerStartTimeout)
-			}
-			if err != nil {
-				// Said once; the execs of the next keep_alive run in their own process quietly.
-				_ = os.WriteFile(failed, []byte(err.Error()+"\n"), 0o600)
-			} else {
-				os.Remove(failed)
-			}
+		sock, err = owner.SocketPath(a.environ, h.Key)
+	}
+	if err == nil {
+		keep := cfg.Terminal.KeepAlive
+		if !secondCall(sock, keep) || !roomForOwner(filepath.Dir(sock)) || recent(failedMark(sock), keep) {
+			return 0, false
 		}
-		if err == nil {
-			h := owner.Hello{Args: a.args, Environ: a.environ, Key: key, StdinTTY: isTerminal(a.stdin), TTY: owner.HasTTY()}
-			code, err = owner.Forward(sock, h, a.stdin, a.stdout, a.stderr)
-			switch {
-			case err == nil:
-				return code, true
-			case !errors.Is(err, owner.ErrNoOwner):
-				fmt.Fprintf(a.stderr, "hermes-sandbox: %v\n", err)
-				return code, true
-			}
+		err = startOwner(sock, a.environ, keep)
+	}
+	if err == nil {
+		code, err = owner.Forward(sock, h, a.stdin, a.stdout, a.stderr)
+		switch {
+		case err == nil:
+			return code, true
+		case !errors.Is(err, owner.ErrNoOwner):
+			fmt.Fprintf(a.stderr, "hermes-sandbox: %v\n", err)
+			return code, true
 		}
 	}
 	fmt.Fprintf(a.stderr, "hermes-sandbox: warning: no session owner (%v); this exec runs in its own process (terminal.keep_alive 0 stops trying)\n", err)
@@ -151,6 +142,24 @@ func (a *app) forgetInOwners(backend, session string) {
 	}
 }
 
+// startOwner starts the owner for sock unless one answers there. A failure is noted beside
+// the socket: the execs of the next keep_alive run in their own process without trying again.
+func startOwner(sock string, environ []string, keep time.Duration) error {
+	exe, err := os.Executable()
+	if err == nil {
+		err = daemon.Start(sock, exe, []string{"owner-serve", "--socket", sock, "--keep-alive", keep.String()},
+			environ, strings.TrimSuffix(sock, ".sock")+".log", ownerStartTimeout)
+	}
+	if err != nil {
+		_ = os.WriteFile(failedMark(sock), []byte(err.Error()+"\n"), 0o600)
+		return err
+	}
+	os.Remove(failedMark(sock))
+	return nil
+}
+
+func failedMark(sock string) string { return strings.TrimSuffix(sock, ".sock") + ".failed" }
+
 // maxOwners bounds the session owners one user has at once; beyond it, an exec that would
 // start another runs in its own process.
 const maxOwners = 16
@@ -161,7 +170,7 @@ const maxOwners = 16
 // gain nothing and leave one idle owner per call.
 func secondCall(sock string, keep time.Duration) bool {
 	mark := strings.TrimSuffix(sock, ".sock") + ".seen"
-	if fi, err := os.Stat(mark); err == nil && time.Since(fi.ModTime()) < keep {
+	if recent(mark, keep) {
 		return true
 	}
 	dir := filepath.Dir(sock)
@@ -170,7 +179,7 @@ func secondCall(sock string, keep time.Duration) bool {
 	}
 	// Old notes go as new ones come, looked for at most once a minute.
 	stamp := filepath.Join(dir, ".pruned")
-	if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < time.Minute {
+	if recent(stamp, time.Minute) {
 		_ = os.WriteFile(mark, nil, 0o600)
 		now := time.Now()
 		_ = os.Chtimes(mark, now, now)

@@ -312,10 +312,6 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 		return ctx, nil, nil, nil, err
 	}
 	release := func() { e.done(a.stderr) }
-	if err := checkSharedEgress(cfg, e.backend); err != nil {
-		release()
-		return ctx, nil, nil, nil, err
-	}
 	opts, err := a.gateOptions(cfg, e.backend)
 	if err != nil {
 		release()

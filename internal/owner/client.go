@@ -307,12 +307,6 @@ func stdinIsDevNull(r io.Reader) bool {
 	return syscall.Stat("/dev/null", &null) == nil && st.Rdev == null.Rdev
 }
 
-// HasTTY reports whether this process has a controlling terminal.
-func HasTTY() bool {
-	_, tty, err := procContext("self")
-	return err == nil && tty
-}
-
 // IsTerminal reports whether fd is a terminal.
 func IsTerminal(fd int) bool {
 	var t syscall.Termios

@@ -12,11 +12,11 @@ import (
 // honestHello is this process's own call.
 func honestHello(t *testing.T) Hello {
 	t.Helper()
-	k, err := CurrentKey(os.Environ())
+	h, err := NewHello([]string{"exec", "--", "true"}, os.Environ(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Hello{Args: []string{"exec", "--", "true"}, Environ: os.Environ(), Key: k, TTY: HasTTY()}
+	return h
 }
 
 // TestVerifyPeerTakesNothingOnTrust: every part of a call's key, and its terminal, is checked

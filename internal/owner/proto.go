@@ -106,23 +106,38 @@ var volatileEnv = []string{"_", "OLDPWD", "PWD", "SHLVL"}
 
 // CurrentKey is this process's key.
 func CurrentKey(environ []string) (Key, error) {
+	k, _, err := currentKey(environ)
+	return k, err
+}
+
+// NewHello is this process's call: its command line, environment and key, and whether it
+// has a controlling terminal (read with the key's process context, once).
+func NewHello(args, environ []string, stdinTTY bool) (Hello, error) {
+	k, tty, err := currentKey(environ)
+	if err != nil {
+		return Hello{}, err
+	}
+	return Hello{Args: args, Environ: environ, Key: k, StdinTTY: stdinTTY, TTY: tty}, nil
+}
+
+func currentKey(environ []string) (Key, bool, error) {
 	exe, err := exeIdentity("self")
 	if err != nil {
-		return Key{}, err
+		return Key{}, false, err
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return Key{}, err
+		return Key{}, false, err
 	}
 	cwd, err := cwdIdentity("self", wd)
 	if err != nil {
-		return Key{}, err
+		return Key{}, false, err
 	}
-	ctx, _, err := procContext("self")
+	ctx, tty, err := procContext("self")
 	if err != nil {
-		return Key{}, err
+		return Key{}, false, err
 	}
-	return Key{UID: os.Getuid(), Exe: exe, Cwd: cwd, Ctx: ctx, Env: keyEnv(environ)}, nil
+	return Key{UID: os.Getuid(), Exe: exe, Cwd: cwd, Ctx: ctx, Env: keyEnv(environ)}, tty, nil
 }
 
 func keyEnv(environ []string) []string {

@@ -59,11 +59,11 @@ func testHello(args ...string) owner.Hello {
 	if len(args) == 0 {
 		args = []string{"exec", "--", "true"}
 	}
-	k, err := owner.CurrentKey(os.Environ())
+	h, err := owner.NewHello(args, os.Environ(), false)
 	if err != nil {
 		panic(err)
 	}
-	return owner.Hello{Args: args, Environ: os.Environ(), Key: k, TTY: owner.HasTTY()}
+	return h
 }
 
 func TestMain(m *testing.M) {

@@ -272,9 +272,9 @@ func (s *Server) serve(ctx, accepting context.Context, conn *net.UnixConn, pid i
 		_ = c.send(owner.FrameFallback, []byte(err.Error()))
 		return
 	}
-	// The key names the environment the call runs with: the call's own environment must be
-	// that one (an owner never runs a call under variables its key does not carry).
-	if !h.Key.Equal(s.Key) || !owner.EnvMatches(h.Environ, h.Key) {
+	// Every part of the key, and the call's environment, is checked against the calling
+	// process itself in VerifyPeer below.
+	if !h.Key.Equal(s.Key) {
 		_ = c.send(owner.FrameFallback, []byte("this owner serves another environment"))
 		return
 	}
@@ -292,7 +292,7 @@ func (s *Server) serve(ctx, accepting context.Context, conn *net.UnixConn, pid i
 	defer cancel()
 	c.stdin.grant = func(n int) { _ = c.send(owner.FrameWantStdin, binary.BigEndian.AppendUint32(nil, uint32(n))) }
 	defer c.stdin.close() // a command that stopped reading must not hold its input
-	req := &Request{Hello: h, c: c, Stdin: &lazyStdin{q: c.stdin},
+	req := &Request{Hello: h, c: c, Stdin: c.stdin,
 		Stdout: frameWriter{c, owner.FrameStdout}, Stderr: frameWriter{c, owner.FrameStderr}}
 	go func() {
 		// The client's frames: a lost connection or a signal cancels the call.
@@ -368,11 +368,6 @@ func (w frameWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lazyStdin asks the client for its input on the first Read.
-type lazyStdin struct{ q *stdinQueue }
-
-func (l *lazyStdin) Read(p []byte) (int, error) { return l.q.read(p) }
-
 // stdinQueue holds the client's input until the command reads it. The client sends only
 // what the queue has granted (stdinWindow at most outstanding), so the connection's reader
 // never waits on the command: it must still see a cancel or a lost client.
@@ -417,7 +412,8 @@ func (q *stdinQueue) close() {
 	q.mu.Unlock()
 }
 
-func (q *stdinQueue) read(p []byte) (int, error) {
+// Read reads the client's input; the first Read asks the client for it.
+func (q *stdinQueue) Read(p []byte) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.topUp()

@@ -21,15 +21,14 @@ func init() {
 		return
 	}
 	env := os.Environ()
-	key, err := owner.CurrentKey(env)
+	h, err := owner.NewHello(args, env, owner.IsTerminal(0))
 	if err != nil {
 		return
 	}
-	sock, err := owner.SocketPath(env, key)
+	sock, err := owner.SocketPath(env, h.Key)
 	if err != nil {
 		return
 	}
-	h := owner.Hello{Args: args, Environ: env, Key: key, StdinTTY: owner.IsTerminal(0), TTY: owner.HasTTY()}
 	code, err := owner.Forward(sock, h, os.Stdin, os.Stdout, os.Stderr)
 	if errors.Is(err, owner.ErrNoOwner) {
 		return
