@@ -29,7 +29,8 @@ import (
 // instance's flags are kept, and `--network none` gives its processes a network namespace of
 // their own with only loopback.
 // FAKE_NO_PIDS_LIMIT=1 makes `instance start` refuse --pids-limit, as a host without
-// delegated cgroups does. Every call is appended to calls.log.
+// delegated cgroups does. FAKE_START_DELAY=S makes `instance start` list the instance S seconds
+// before it is ready, as a real runtime may while its container comes up. Every call is appended to calls.log.
 const fakeScript = `#!/bin/sh
 R=@REGISTRY@
 mkdir -p "$R/instances"
@@ -82,6 +83,7 @@ instance)
 		[ -e "$img" ] || { echo "FATAL: could not open image $img" >&2; exit 255; }
 		mkdir "$d" 2>/dev/null || { echo "FATAL: instance $name already exists" >&2; exit 255; }
 		mkdir -p "$d/tmp"
+		[ -n "$FAKE_START_DELAY" ] && sleep "$FAKE_START_DELAY"
 		printf '%s%s:/tmp\n' "$binds" "$d/tmp" > "$d/binds"
 		printf '%s' "$img" > "$d/img"
 		printf '%s \n' "$flags" > "$d/flags"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -131,8 +132,19 @@ func (b *Backend) recordPath(session string) string {
 // ensureInstance makes sure the session's instance runs, starting it if needed.
 func (b *Backend) ensureInstance(ctx context.Context, session string) (ensured, error) {
 	name := b.instanceName(session)
-	running, err := b.running(ctx, name)
-	if err != nil || running {
+	// One process starts it; the others wait until it is ready. The runtime may list an
+	// instance before it has finished starting, so "it runs" is only safe to act on once no
+	// process of ours is starting it.
+	dir := b.sessionDir(session)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ensured{}, fmt.Errorf("session directory: %w", err)
+	}
+	unlock, err := flock.LockContext(ctx, filepath.Join(dir, "start.lock"))
+	if err != nil {
+		return ensured{}, err
+	}
+	defer unlock()
+	if running, err := b.running(ctx, name); err != nil || running {
 		return ensured{}, err
 	}
 	_, statErr := os.Stat(b.recordPath(session))
@@ -145,7 +157,6 @@ func (b *Backend) ensureInstance(ctx context.Context, session string) (ensured, 
 	if err != nil {
 		return ensured{}, err
 	}
-	dir := b.sessionDir(session)
 	spec := startSpec{Image: image, Instance: name, Helper: helperPath, Workspace: filepath.Join(dir, "workspace"),
 		Binds: b.cfg.Binds, Limits: !b.noLimits.Load()}
 	if !b.cfg.Readonly {

@@ -3,10 +3,12 @@ package singularity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,6 +153,51 @@ func TestRemoteImageBuildFails(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(setup.state, Name, "images"))
 	if len(entries) != 0 {
 		t.Errorf("failed build left %d file(s) in the cache", len(entries))
+	}
+}
+
+// TestConcurrentStartWaitsForReadiness: while one process starts a session's instance, the
+// runtime already lists it; the other processes that open the session at that moment wait for
+// the start to finish instead of attaching to an instance that is not ready, and only one
+// `instance start` runs.
+func TestConcurrentStartWaitsForReadiness(t *testing.T) {
+	setup := newFakeSetup(t)
+	t.Setenv("FAKE_START_DELAY", "0.5")
+	const n = 4
+	ctx := ctxFor(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		b := setup.backend(t) // a backend each, as separate processes would have
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sess, err := b.Open(ctx, "racing")
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sess.Close()
+			res, err := sess.Exec(ctx, sandbox.Command{Script: fmt.Sprintf("echo %d >> /mnt/seen", i)})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("process %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if c := countCalls(setup.fake.calls(t), "instance start"); c != 1 {
+		t.Errorf("instance start ran %d times; want 1", c)
+	}
+	res := mustExec(t, open(t, setup.backend(t), "racing"), "wc -l < /mnt/seen")
+	if got := strings.TrimSpace(res.Stdout); got != fmt.Sprint(n) {
+		t.Errorf("lines written in the shared instance = %q; want %d", got, n)
 	}
 }
 

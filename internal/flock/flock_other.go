@@ -3,6 +3,7 @@
 package flock
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 
@@ -14,3 +15,6 @@ import (
 func Lock(path string) (func(), error) {
 	return nil, fmt.Errorf("lock %s on %s: %w", path, runtime.GOOS, sandbox.ErrUnsupported)
 }
+
+// LockContext refuses like Lock.
+func LockContext(_ context.Context, path string) (func(), error) { return Lock(path) }

@@ -5,8 +5,11 @@
 package flock
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,4 +32,34 @@ func Lock(path string) (func(), error) {
 		return nil, &os.PathError{Op: "flock", Path: path, Err: err}
 	}
 	return func() { f.Close() }, nil
+}
+
+// LockContext is Lock for a lock that may be held for long (a sandbox being started): it
+// gives up with ctx's error when ctx ends first. It polls, since a blocked flock(2) cannot be
+// interrupted.
+func LockContext(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Millisecond
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, &os.PathError{Op: "flock", Path: path, Err: err}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, fmt.Errorf("wait for the lock %s: %w", path, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
