@@ -84,10 +84,12 @@ type DockerConfig struct {
 	// Network is none, allowlist or open; "" follows network_enabled.
 	Network NetworkMode `yaml:"network"`
 	// EgressAllow lists the hosts an allowlist network reaches ("" = terminal.egress_allow).
-	EgressAllow    []string          `yaml:"egress_allow"`
-	MemoryLimit    Size              `yaml:"memory_limit"`
-	CPUQuota       float64           `yaml:"cpu_quota"`  // number of CPUs (fractional allowed)
-	PidsLimit      int64             `yaml:"pids_limit"` // 0 = unlimited
+	EgressAllow []string `yaml:"egress_allow"`
+	MemoryLimit Size     `yaml:"memory_limit"`
+	CPUQuota    float64  `yaml:"cpu_quota"`  // number of CPUs (fractional allowed)
+	PidsLimit   int64    `yaml:"pids_limit"` // 0 = unlimited
+	// DiskLimit bounds a session's workspace volume (0 = unlimited).
+	DiskLimit      Size              `yaml:"disk_limit"`
 	ReadOnlyRootfs bool              `yaml:"read_only_rootfs"`
 	Privileged     bool              `yaml:"privileged"`
 	SecurityOpt    []string          `yaml:"security_opt"`
@@ -301,6 +303,7 @@ func NewConfig() *Config {
 			MemoryLimit:    512 * Mebibyte,
 			CPUQuota:       1.0,
 			PidsLimit:      256,
+			DiskLimit:      10 * Gibibyte,
 			ReadOnlyRootfs: true,
 			SecurityOpt:    []string{"no-new-privileges:true"},
 			User:           "1000:1000",

@@ -44,6 +44,8 @@ func TestSetGetRoundTrip(t *testing.T) {
 		{"docker.network_enabled", "true", "true"},
 		{"docker.cpu_quota", "2", "2.0"},
 		{"docker.pids_limit", "0", "0"},
+		{"docker.disk_limit", "20GiB", "20g"},
+		{"docker.disk_limit", "0", "0"},
 		{"docker.security_opt", "no-new-privileges:true,seccomp=unconfined", "no-new-privileges:true,seccomp=unconfined"},
 		{"docker.volumes", "[/a:/a:ro, /b:/b]", "/a:/a:ro,/b:/b"},
 		{"docker.volumes", "", ""},

@@ -38,6 +38,7 @@ func TestDefaults(t *testing.T) {
 		{"docker.memory_limit", "512m"},
 		{"docker.cpu_quota", "1.0"},
 		{"docker.pids_limit", "256"},
+		{"docker.disk_limit", "10g"},
 		{"docker.read_only_rootfs", "true"},
 		{"docker.security_opt", "no-new-privileges:true"},
 		{"docker.user", "1000:1000"},

@@ -15,7 +15,8 @@ import (
 
 // Minimums enforced by Validate.
 const (
-	MinDockerMemory = 6 * Mebibyte // the engine refuses less
+	MinDockerMemory = 6 * Mebibyte  // the engine refuses less
+	MinDockerDisk   = 16 * Mebibyte // room for a file system and a little data
 	MinOutputLimit  = 1000
 	MinSpillLimit   = 64 * Kibibyte
 	MaxModalTimeout = 24 * time.Hour
@@ -130,6 +131,9 @@ func (c *Config) validateDocker(v *validator) {
 		v.failf("docker.cpu_quota", "must be greater than 0, got %s", formatFloat(d.CPUQuota))
 	}
 	v.nonNegative("docker.pids_limit", d.PidsLimit)
+	if d.DiskLimit != 0 && d.DiskLimit < MinDockerDisk {
+		v.failf("docker.disk_limit", "must be 0 (unlimited) or at least %s, got %s", MinDockerDisk, d.DiskLimit)
+	}
 	v.nonEmptyItems("docker.security_opt", d.SecurityOpt)
 	if d.Cwd != "" && !strings.HasPrefix(d.Cwd, "/") {
 		v.failf("docker.cwd", "%q must be an absolute path inside the container", d.Cwd)

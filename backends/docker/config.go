@@ -494,8 +494,11 @@ func (b *Backend) Warnings() []string {
 		}
 		w = append(w, key+": commands can reach the network (exfiltration, downloads); docker.network allowlist with docker.egress_allow lets through only the hosts you list")
 	}
+	if d := b.diskWarning(); d != "" {
+		w = append(w, d)
+	}
 	if !cfg.ReadOnlyRootfs {
-		w = append(w, "docker.read_only_rootfs is false: commands can modify the image's files")
+		w = append(w, "docker.read_only_rootfs is false: commands can modify the image's files, and docker.disk_limit does not bound what they write there")
 	}
 	if cfg.PidsLimit == 0 {
 		w = append(w, "docker.pids_limit is 0 (unlimited): a fork bomb can exhaust the host's process table")

@@ -138,6 +138,9 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 				// Stopped (killed, its init ended, the engine restarted): /tmp and the shell
 				// state are gone, the workspace volume is not.
 				b.log.Info("session container stopped; starting it again", "container", name, "exit_code", info.State.ExitCode, "oom_killed", info.State.OOMKilled)
+				if err := b.mountDisks(ctx, ourVolumes(info.Mounts)); err != nil {
+					return target{}, err
+				}
 				if _, err := b.cli.ContainerStart(ctx, info.ID, client.ContainerStartOptions{}); err != nil {
 					if cerrdefs.IsNotFound(err) {
 						continue
@@ -191,8 +194,9 @@ var errNameTaken = errors.New("container name already in use")
 // name to show up.
 const nameWait = time.Minute
 
-// create makes and starts a hardened container. Its workspace volume is made writable for
-// the sandbox user by a never-started helper container, in parallel with the start. The
+// create makes and starts a hardened container. Its workspace volume is bounded by
+// docker.disk_limit (see diskRoot) and made writable for the sandbox user by a never-started
+// helper container, in parallel with the start. The
 // work is not cut short when ctx is cancelled (it takes a few hundred milliseconds), so a
 // half-made container is never left behind.
 func (b *Backend) create(ctx context.Context, name, role, session string) (string, error) {
@@ -206,6 +210,21 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	spec, err := b.spec(name, role, session, ids)
 	if err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: err}
+	}
+	if spec.workspace != "" {
+		drv, err := b.workspaceDisk(ctx, spec.workspace, uid, gid)
+		if err != nil {
+			return "", err
+		}
+		if drv != nil {
+			// The engine still copies the image's directory into the new volume, owner
+			// included, so prepareWorkspace still sets the owner afterwards.
+			for i := range spec.host.Mounts {
+				if m := &spec.host.Mounts[i]; m.Source == spec.workspace {
+					m.VolumeOptions.DriverConfig = drv
+				}
+			}
+		}
 	}
 	t0 := time.Now()
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: name})
@@ -228,7 +247,9 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 		if spec.workspace != "" {
 			if v, ierr := b.cli.VolumeInspect(cctx, spec.workspace, client.VolumeInspectOptions{}); ierr == nil {
 				if created, perr := time.Parse(time.RFC3339, v.Volume.CreatedAt); perr == nil && !created.Before(t0.Add(-2*time.Second)) {
-					b.cli.VolumeRemove(cctx, spec.workspace, client.VolumeRemoveOptions{Force: true})
+					if _, err := b.cli.VolumeRemove(cctx, spec.workspace, client.VolumeRemoveOptions{Force: true}); err == nil {
+						b.dropDisk(spec.workspace)
+					}
 				}
 			}
 		}
@@ -351,6 +372,7 @@ func (b *Backend) removeVolume(ctx context.Context, name string) error {
 	for i := 0; ; i++ {
 		_, err := b.cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
 		if err == nil || cerrdefs.IsNotFound(err) {
+			b.dropDisk(name)
 			return nil
 		}
 		if !cerrdefs.IsConflict(err) || i == 10 {

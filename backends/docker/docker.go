@@ -71,6 +71,9 @@ type Backend struct {
 	poolOnce sync.Once
 	pool     *pool
 
+	diskOnce sync.Once
+	diskErr  error // why docker.disk_limit cannot be enforced here (see diskUnenforced)
+
 	oomFile atomic.Int32 // index in oomFiles of the counter file that works here
 
 	egressObs egress.Observer // receives the egress proxy's decisions (audit)

@@ -119,9 +119,21 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 					}
 					continue
 				}
+				b.dropDisk(v.Name)
 			}
 			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "volume", Name: v.Name, Reason: "no container uses it"})
 		}
+	}
+	// Bounded workspaces whose volume is gone (a removal cut short between the two).
+	orphans, err := b.orphanDisks(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range orphans {
+		if !opts.DryRun {
+			b.dropDisk(v)
+		}
+		rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "disk", Name: v, Reason: "its volume is gone"})
 	}
 	return rep, errors.Join(errs...)
 }

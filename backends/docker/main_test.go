@@ -101,7 +101,7 @@ func testEnviron() []string {
 	return env
 }
 
-// cleanScope removes every container and volume of b's state directory.
+// cleanScope removes every container, volume and bounded workspace of b's state directory.
 func cleanScope(t testing.TB, b *Backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -114,6 +114,11 @@ func cleanScope(t testing.TB, b *Backend) {
 	vols, _ := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
 	for _, v := range vols.Items {
 		cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
+		b.dropDisk(v.Name)
+	}
+	orphans, _ := b.orphanDisks(ctx)
+	for _, v := range orphans {
+		b.dropDisk(v)
 	}
 }
 

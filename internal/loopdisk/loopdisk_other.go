@@ -1,0 +1,20 @@
+//go:build !linux
+
+package loopdisk
+
+import (
+	"context"
+	"errors"
+)
+
+// Supported says why not.
+func Supported() error { return errors.New("bounded directories need Linux (loop devices)") }
+
+// Mounted is false: there are no disks here.
+func (d Disk) Mounted() bool { return false }
+
+// Ensure refuses.
+func (d Disk) Ensure(context.Context, int64, int, int) error { return Supported() }
+
+// Remove has nothing to remove.
+func (d Disk) Remove() error { return nil }
