@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/loopdisk"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -124,6 +125,14 @@ func TestGC(t *testing.T) {
 	if _, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: orphan, Labels: map[string]string{labelOurs: "1", labelScope: b.scope, testLabel: testRun}}); err != nil {
 		t.Fatal(err)
 	}
+	// A bounded workspace whose volume is gone (a removal cut short between the two).
+	lostDisk := loopdisk.At(diskRoot, "hermes-"+b.scope+"-lost-ws")
+	bounded := b.diskUnenforced() == nil
+	if bounded {
+		if err := lostDisk.Ensure(ctx, int64(config.MinDockerDisk), 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := b.prepare(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +177,9 @@ func TestGC(t *testing.T) {
 		"volume hermes-pool-" + b.scope + "-dead-ws",
 		"volume " + orphan,
 	}
+	if bounded {
+		want = append(want, "disk hermes-"+b.scope+"-lost-ws")
+	}
 	slices.Sort(want)
 	for _, w := range want {
 		if !slices.Contains(removed, w) {
@@ -179,6 +191,16 @@ func TestGC(t *testing.T) {
 	}
 	if names := containerNames(t, b); !slices.Equal(names, []string{b.containerName("busy")}) {
 		t.Errorf("after GC: %v; want only the busy session", names)
+	}
+	if bounded {
+		for _, d := range []loopdisk.Disk{lostDisk, loopdisk.At(diskRoot, b.containerName("idle")+"-ws")} {
+			if d.Exists() || d.Mounted() {
+				t.Errorf("after GC, the bounded workspace %s is still there", d.Image)
+			}
+		}
+		if d := loopdisk.At(diskRoot, b.containerName("busy")+"-ws"); !d.Mounted() {
+			t.Errorf("after GC, the busy session's workspace %s is not mounted", d.Mount)
+		}
 	}
 	// The reaped session comes back fresh and says so.
 	again := open(t, b, "idle")
