@@ -17,8 +17,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceShellFallback(t *testing.T) {
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
-		NewBackend:         func(t testing.TB) sandbox.Backend { return d.backend(t, Options{ForceShell: true}) },
-		StateSavedWhole:    "the plain-shell fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
-		CallerGoneSurvives: "the plain-shell fallback runs each command in a session of its own (setsid), and nothing ends that session when the SSH channel that started it closes",
+		NewBackend:      func(t testing.TB) sandbox.Backend { return d.backend(t, Options{ForceShell: true}) },
+		StateSavedWhole: "the plain-shell fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
 	})
 }

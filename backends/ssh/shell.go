@@ -41,6 +41,7 @@ type shellSession struct {
 
 	mu        sync.Mutex
 	idle      []*shellChan
+	busy      map[*shellChan]bool // shells running a command
 	closed    bool
 	stateDir  string // absolute remote path, learned from the first shell
 	home      string
@@ -238,16 +239,37 @@ func (s *shellSession) getShell(ctx context.Context) (*shellChan, error) {
 			s.mu.Lock()
 			continue
 		}
+		s.markBusy(sc)
 		s.mu.Unlock()
 		return sc, nil
 	}
 	s.mu.Unlock()
-	return s.startShell(ctx)
+	sc, err := s.startShell(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		sc.close()
+		return nil, sandbox.ErrClosed
+	}
+	s.markBusy(sc)
+	return sc, nil
+}
+
+// markBusy records a shell that runs a command; s.mu is held.
+func (s *shellSession) markBusy(sc *shellChan) {
+	if s.busy == nil {
+		s.busy = map[*shellChan]bool{}
+	}
+	s.busy[sc] = true
 }
 
 // putShell returns a shell to the idle list, or closes it.
 func (s *shellSession) putShell(sc *shellChan) {
 	s.mu.Lock()
+	delete(s.busy, sc)
 	if !sc.broken && !s.closed && len(s.idle) < maxIdleShells {
 		s.idle = append(s.idle, sc)
 		s.mu.Unlock()
@@ -260,7 +282,9 @@ func (s *shellSession) putShell(sc *shellChan) {
 // Name returns the session name.
 func (s *shellSession) Name() string { return s.name }
 
-// Close closes the session's shells; its state stays on the host.
+// Close closes the session's shells; its state stays on the host. A shell running a command
+// is closed too, as a killed caller's would be: its end of input makes the shell kill the
+// command's tree (see shellPrologue), and the command's Exec returns an error.
 func (s *shellSession) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -268,10 +292,13 @@ func (s *shellSession) Close() error {
 		return nil
 	}
 	s.closed = true
-	idle := s.idle
+	shells := s.idle
 	s.idle = nil
+	for sc := range s.busy {
+		shells = append(shells, sc)
+	}
 	s.mu.Unlock()
-	for _, sc := range idle {
+	for _, sc := range shells {
 		sc.close()
 	}
 	s.wg.Wait()

@@ -18,10 +18,12 @@ import (
 // the command starts and TOKEN E rc fresh nodir cwd TOKEN when it ends; on stderr TOKEN E.
 // Timeouts and cancellation kill the process tree from a second channel (__hk). The shell's
 // own diagnostics (job notices such as "Terminated") go to /dev/null; fd 3 is the channel's
-// stderr, which commands get as their fd 2.
+// stderr, which commands get as their fd 2, and fd 4 its stdin. Nothing is sent on stdin
+// while a command runs, so a watcher reads it: end of input means the caller is gone (its
+// channel or connection closed), and the watcher kills the command's tree.
 
 // shellPrologue defines the functions; %s is the session's state directory as a shell word.
-const shellPrologue = `exec 3>&2 2>/dev/null
+const shellPrologue = `exec 3>&2 2>/dev/null 4<&0
 __hs=/bin/sh; [ -x /bin/bash ] && __hs=/bin/bash
 __hss=; command -v setsid >/dev/null 2>&1 && __hss=setsid
 __hsd=%s
@@ -34,12 +36,15 @@ __hr() {
   __fr=1; [ -f "$__hsd/shell.env" ] && __fr=0
   __in=/dev/null
   if [ "$4" = 1 ]; then rm -f "$__f.in"; mkfifo -m 600 "$__f.in" && __in="$__f.in"; fi
-  if [ $__fr = 0 ]; then $__hss env -i "$__hs" "$__f.w" "$__f" <"$__in" 2>&3 3>&- &
-  else $__hss "$__hs" "$__f.w" "$__f" <"$__in" 2>&3 3>&- &
+  if [ $__fr = 0 ]; then $__hss env -i "$__hs" "$__f.w" "$__f" <"$__in" 2>&3 3>&- 4<&- &
+  else $__hss "$__hs" "$__f.w" "$__f" <"$__in" 2>&3 3>&- 4<&- &
   fi
   __p=$!
+  ( read -r __x || __hk "$__p" ) <&4 >/dev/null 3>&- 4<&- &
+  __wp=$!
   printf '%%s%%sS%%s\n' "$2" "$3" "$__p"
   wait "$__p"; __rc=$?
+  kill "$__wp" 2>/dev/null; wait "$__wp"
   kill -9 -"$__p" 2>/dev/null
   if [ "$4" = 1 ]; then exec 9<>"$__f.in"; rm -f "$__f.in"; exec 9<&-; fi
   __c=; __nd=0
@@ -52,8 +57,8 @@ __hr() {
 __hj() {
   __ta=$2; __tb=$3
   mkdir -p "$1" && printf '%%s' "$4" >"$1/script.sh" && printf '%%s' "$5" >"$1/run.w" || { printf '%%s%%sJ0 0%%s%%s\n' "$__ta" "$__tb" "$__ta" "$__tb"; printf '%%s%%sE\n' "$__ta" "$__tb" >&3; return; }
-  if [ -f "$__hsd/shell.env" ]; then $__hss env -i "$__hs" "$1/run.w" "$1" </dev/null >/dev/null 2>&1 3>&- &
-  else $__hss "$__hs" "$1/run.w" "$1" </dev/null >/dev/null 2>&1 3>&- &
+  if [ -f "$__hsd/shell.env" ]; then $__hss env -i "$__hs" "$1/run.w" "$1" </dev/null >/dev/null 2>&1 3>&- 4<&- &
+  else $__hss "$__hs" "$1/run.w" "$1" </dev/null >/dev/null 2>&1 3>&- 4<&- &
   fi
   __p=$!; __t=0
   if [ -r "/proc/$__p/stat" ]; then IFS= read -r __l <"/proc/$__p/stat"; __l=${__l##*) }; set -- $__l; __t=${20}; fi
