@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -57,6 +58,11 @@ type Options struct {
 	// HelperBinary, when set, is uploaded instead of the built helper (tests: a helper that
 	// cannot run, as one built for another machine).
 	HelperBinary []byte
+	// CallerBeat and CallerSilence: over toolbox sessions, how often a running command's
+	// caller says it is alive, and how long (whole seconds) the sandbox waits without a word
+	// before it kills the command (defaults agent.BeatEvery and agent.BeatTimeout).
+	CallerBeat    time.Duration
+	CallerSilence time.Duration
 }
 
 // Backend runs sessions in Daytona sandboxes.
@@ -120,6 +126,12 @@ func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Option
 	}
 	if extra.StateTimeout <= 0 {
 		extra.StateTimeout = 5 * time.Minute
+	}
+	if extra.CallerBeat <= 0 {
+		extra.CallerBeat = agent.BeatEvery
+	}
+	if extra.CallerSilence < time.Second {
+		extra.CallerSilence = agent.BeatTimeout
 	}
 	owner := ownerName()
 	// The scope hashes the owner as well as the state directory: sandbox names are unique
@@ -296,7 +308,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	if err := b.validate(); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
-	s := &session{b: b, name: name}
+	s := &session{b: b, name: name, gone: make(chan struct{})}
 	if b.cfg.Channel == config.DaytonaChannelSession {
 		s.fallback = "daytona.channel is session"
 	}

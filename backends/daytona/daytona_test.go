@@ -47,10 +47,10 @@ func TestConformanceSessions(t *testing.T) {
 	f := newFake(t, testImage(t), time.Minute)
 	state := t.TempDir()
 	sandboxtest.Run(t, sandboxtest.Options{
-		NewBackend:         func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
-		Slow:               3,
-		StateSavedWhole:    "the toolbox-session fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
-		CallerGoneSurvives: "each command runs in a toolbox process session of its own, which outlives the client that started it",
+		NewBackend:      func(t testing.TB) sandbox.Backend { return newBackend(t, f, state, sessionChannel) },
+		Slow:            3,
+		StateSavedWhole: "the toolbox-session fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
+		CallerGoneAfter: 10 * time.Second, // the heartbeat's silence in newBackend, and a margin
 	})
 }
 

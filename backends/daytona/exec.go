@@ -34,6 +34,7 @@ type session struct {
 	mu        sync.Mutex
 	sandboxID string
 	closed    bool
+	gone      chan struct{} // closed by Close: commands over toolbox sessions are abandoned
 	// fallback says why commands go through toolbox process sessions ("" while the helper
 	// is used); see fallback.go.
 	fallback  string
@@ -57,6 +58,9 @@ func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 // Close detaches from the helper; the sandbox stays.
 func (s *session) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.gone)
+	}
 	s.closed = true
 	s.mu.Unlock()
 	return s.Session.Close()

@@ -56,15 +56,24 @@ const stdinMax = 16 << 20
 // runner's own diagnostics (a shell's "Terminated") go nowhere, and the command runs as a
 // job waited for, since some shells print that notice with the job's redirections in force;
 // fd 3 is the toolbox's stderr.
+//
+// A toolbox session outlives the client that started it, so the command dies with its caller
+// by a heartbeat: while the command runs the client writes ID.beat every Options.CallerBeat,
+// and a watchdog kills the command's tree after HERMES_FB_SILENT seconds
+// (Options.CallerSilence) without one.
 var fbRunner = `exec 3>&2 2>/dev/null
 command -v od >/dev/null && command -v dd >/dev/null || { echo "hermes-sandbox: running commands as toolbox sessions needs dd and od in the sandbox" >&3; exit 125; }
-d=$1; st=$d/$2.env; p=$d/$3; in=${4:-/dev/null}; shift 4
+d=$1; st=$d/$2.env; p=$d/$3; in=${4:-/dev/null}; shift 4; __s=${HERMES_FB_SILENT:-20}; unset HERMES_FB_SILENT
 mkdir -p "$d" && : >"$p.out" && : >"$p.err" || { echo "hermes-sandbox: cannot write to $d" >&3; exit 125; }
 __fe() { exec 4<"$1"; n=0; while :; do f=0; [ -e "$p.done" ] && f=1; h=$(dd bs=16384 count=1 <&4 2>/dev/null | od -An -v -tx1); if [ -n "$h" ]; then printf '%s\n' "$h"; n=0; continue; fi; [ $f = 1 ] && break; n=$((n+1)); if [ $n -lt 25 ]; then sleep 0.02; elif [ $n -lt 100 ]; then sleep 0.1; else sleep 0.25; fi; done; }
 __fe "$p.out" & __o=$!
 __fe "$p.err" >&3 & __e=$!
 HERMES_FB_NODIR=$p.nodir sh -c ` + shQuote(shellwrap.Wrapper) + ` sh "$st" "$p.pid" "$@" <"$in" >"$p.out" 2>"$p.err" &
-wait $!; __rc=$?
+__c=$!
+( n=0; while sleep 1; do if [ -e "$p.beat" ]; then rm -f "$p.beat"; n=0; else n=$((n+1)); [ $n -ge $__s ] && { sh -c ` + shQuote(shellwrap.KillTree) + ` sh "$p.pid"; exit; }; fi; done ) >/dev/null 3>&- &
+__b=$!
+wait $__c; __rc=$?
+kill $__b
 : >"$p.done"
 wait $__o $__e
 printf 'x%s\n' "$__rc"
@@ -72,13 +81,40 @@ printf 'x%s\n' "$__rc"
 [ -e "$p.pid" ] && echo u
 echo s; od -An -v -tx1 "$st" 2>/dev/null; echo z
 echo z >&3
-rm -f "$p.out" "$p.err" "$p.done" "$p.nodir" "$p.pid" "$p.sh" "$p.in"`
+rm -f "$p.out" "$p.err" "$p.done" "$p.nodir" "$p.pid" "$p.sh" "$p.in" "$p.beat"`
 
 // fbKill is run through process/execute as `sh -c KILL sh ID`: it waits briefly for the
 // command's pid file (a command killed just after it was sent may not have written it yet)
 // and kills the command's process tree.
 var fbKill = `p=$HOME/` + fbDir + `/$1; i=0; while [ ! -s "$p.pid" ] && [ ! -e "$p.done" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; exec sh -c ` +
 	shQuote(shellwrap.KillTree) + ` sh "$p.pid"`
+
+// beat writes the command's heartbeat file every Options.CallerBeat until stop is closed;
+// the first one waits a period, so a short command costs no call.
+func (s *session) beat(tb toolbox, sb sandboxInfo, id string, stop <-chan struct{}) {
+	t := time.NewTicker(s.b.extra.CallerBeat)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		home, err := s.b.home(ctx, tb, sb)
+		if err == nil {
+			err = tb.upload(ctx, home+"/"+fbDir+"/"+id+".beat", nil)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.b.log.Debug("heartbeat", "session", s.name, "err", err)
+		}
+	}
+}
 
 // errFallback says the helper cannot run in this sandbox.
 type errFallback struct{ reason string }
@@ -239,6 +275,7 @@ func (s *session) buildCommand(cmd sandbox.Command, id string, hasStdin bool) (f
 	if hasStdin {
 		stdin = `"$HOME"/` + fbDir + "/" + id + ".in"
 	}
+	line.WriteString(fmt.Sprintf("HERMES_FB_SILENT=%d ", int(s.b.extra.CallerSilence.Seconds())))
 	line.WriteString("sh -c " + shQuote(fbRunner) + ` sh "$HOME"/` + fbDir + " " + shQuote(s.name) + " " + id + " " + stdin + " ")
 	switch {
 	case out.payload != nil:
@@ -307,8 +344,13 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 	if err := tb.createSession(ctx, sid); err != nil {
 		return nil, b.apiErr("create session", s.name, err)
 	}
-	// From here the session is deleted whatever happens, even after the caller gave up.
+	abandoned := false
+	// From here the session is deleted whatever happens, even after the caller gave up,
+	// unless the caller went (Close) as a killed one would, without a word.
 	defer func() {
+		if abandoned {
+			return
+		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
 		if err := tb.deleteSession(dctx, sid); err != nil && statusOf(err) != http.StatusNotFound {
@@ -323,25 +365,42 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 		}
 		return nil, b.apiErr("exec", s.name, err)
 	}
+	stopBeat, beatDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beatDone)
+		s.beat(tb, sb, id, stopBeat)
+	}()
+	defer func() {
+		close(stopBeat)
+		<-beatDone
+	}()
 	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
 	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
 	dec := &fbDecoder{out: stdout, err: stderr}
-	// The follower reads until the runner's trailers, or until it is stopped after a kill.
+	// The follower reads until the runner's trailers, or until it is stopped after a kill or
+	// when the session is closed under it.
 	fctx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFollow()
 	followed := make(chan error, 1)
 	go func() { followed <- s.follow(fctx, tb, sid, cmdID, dec) }()
 	res := &sandbox.Result{EnvironmentRecreated: recreated}
 	var ferr error
-	ferr, res.TimedOut, res.Interrupted = shellwrap.Await(ctx, cmd.Timeout, followed)
+	ended := s.orGone(followed, stopFollow) // the follower's end from here on
+	ferr, res.TimedOut, res.Interrupted = shellwrap.Await(ctx, cmd.Timeout, ended)
+	if s.isClosed() && ferr != nil {
+		// Closed while the command ran: nothing more is said to the sandbox, as after a
+		// killed caller; the command dies when its heartbeat stops (see fbRunner).
+		abandoned = true
+		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: sandbox.ErrClosed}
+	}
 	if res.TimedOut || res.Interrupted {
 		s.kill(ctx, tb, id)
 		// The runner outlives the command: it sends what was written and its trailer.
 		select {
-		case <-followed:
+		case <-ended:
 		case <-time.After(15 * time.Second):
 			stopFollow()
-			<-followed
+			<-ended
 		}
 		res.ExitCode = sandbox.ExitTimeout
 		if res.Interrupted {
@@ -378,6 +437,23 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 		return res, fmt.Errorf("exec interrupted: %w", ctx.Err())
 	}
 	return res, nil
+}
+
+// orGone passes on the follower's end, or stops it and ends with ErrClosed when the session
+// is closed first.
+func (s *session) orGone(followed <-chan error, stop func()) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-followed:
+			out <- err
+		case <-s.gone:
+			stop()
+			<-followed
+			out <- sandbox.ErrClosed
+		}
+	}()
+	return out
 }
 
 // kill kills the process tree of command id through a second toolbox call.

@@ -153,3 +153,21 @@ func TestSessionLogCut(t *testing.T) {
 		t.Errorf("the log was followed %d times; want at least 3 (two cuts)", n)
 	}
 }
+
+// TestSessionHeartbeatKeepsCommand: over toolbox sessions, a command that runs longer than
+// the heartbeat's silence window lives on while its caller does: the caller writes its
+// heartbeat file, and the watchdog in the sandbox leaves it alone.
+func TestSessionHeartbeatKeepsCommand(t *testing.T) {
+	f := newFake(t, testImage(t), time.Minute)
+	b := newBackend(t, f, t.TempDir(), sessionChannel) // a 5 s silence window, a beat every second
+	sess := open(t, b, "beat")
+	t.Cleanup(func() { b.Remove(ctxT(t, time.Minute), "beat") })
+	uploads := f.count("UploadFile")
+	res := run(t, sess, "sleep 8; echo survived")
+	if res.ExitCode != 0 || res.Stdout != "survived\n" {
+		t.Errorf("an 8 s command with a live caller = %d %q %q; want it to finish", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if n := f.count("UploadFile") - uploads; n < 4 {
+		t.Errorf("%d heartbeats in 8 s; want about one a second", n)
+	}
+}

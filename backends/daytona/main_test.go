@@ -42,7 +42,7 @@ func newBackend(t testing.TB, f *fakeDaytona, state string, mut func(*config.Con
 		mut(cfg)
 	}
 	b, err := NewWith(cfg.Daytona, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state, Environ: []string{"HOME=" + os.Getenv("HOME")}}),
-		Options{PollInterval: 25 * time.Millisecond, StateTimeout: time.Minute})
+		Options{PollInterval: 25 * time.Millisecond, StateTimeout: time.Minute, CallerBeat: time.Second, CallerSilence: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("NewWith() = %v", err)
 	}

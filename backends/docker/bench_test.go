@@ -37,6 +37,16 @@ func BenchmarkColdStart(b *testing.B) {
 	testenv.BenchFirstResult(b, be, "bench-cold", nil)
 }
 
+// BenchmarkColdStartNoDiskLimit is BenchmarkColdStart with docker.disk_limit 0: the
+// workspace is a plain volume instead of a loop-mounted file system, the baseline for the
+// limit's cost.
+func BenchmarkColdStartNoDiskLimit(b *testing.B) {
+	be := newBackend(b, func(c *config.Config) { c.Docker.DiskLimit = 0 })
+	warm := open(b, be, "bench-cold-warmup")
+	benchExec(b, warm)
+	testenv.BenchFirstResult(b, be, "bench-cold", nil)
+}
+
 // BenchmarkPoolStart is a new session's first result when the warm pool has a container.
 func BenchmarkPoolStart(b *testing.B) {
 	be := newBackend(b, func(c *config.Config) { c.Docker.PoolSize = 2 })
