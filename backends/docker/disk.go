@@ -2,9 +2,12 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/mount"
@@ -23,6 +26,9 @@ import (
 // a workspace is a volume on any of them. An ext4 file system in a sparse file bounds it on
 // every host, and the file grows only as data is written.
 const diskRoot = "/var/lib/hermes-sandbox/disks"
+
+// orphanAge: a disk without a volume younger than this may be a session being created.
+const orphanAge = 10 * time.Minute
 
 // diskLimit returns the workspace size limit in bytes, 0 when there is none or it cannot be
 // enforced here (diskUnenforced says why).
@@ -75,6 +81,9 @@ func (b *Backend) workspaceDisk(ctx context.Context, vol string, uid, gid int) (
 // mountDisks mounts the bounded file systems of a stopped container's workspace volumes
 // again (the host may have rebooted since), before the engine binds them.
 func (b *Backend) mountDisks(ctx context.Context, vols []string) error {
+	if !b.local {
+		return nil // this host's disks belong to this host's engine
+	}
 	for _, v := range vols {
 		disk := loopdisk.At(diskRoot, v)
 		if !disk.Exists() || disk.Mounted() {
@@ -89,8 +98,14 @@ func (b *Backend) mountDisks(ctx context.Context, vols []string) error {
 
 // dropDisk deletes the bounded file system of a removed volume, if it had one.
 func (b *Backend) dropDisk(vol string) {
+	if !b.local {
+		return // this host's disks belong to this host's engine
+	}
 	disk := loopdisk.At(diskRoot, vol)
-	if !disk.Exists() && !disk.Mounted() {
+	if _, err := os.Stat(disk.Image); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			b.log.Warn("cannot remove the workspace's file system: run as root to remove it", "volume", vol, "image", disk.Image, "err", err)
+		}
 		return
 	}
 	if err := disk.Remove(); err != nil {
@@ -99,8 +114,13 @@ func (b *Backend) dropDisk(vol string) {
 }
 
 // orphanDisks lists the bounded file systems of this state directory's workspaces whose
-// volume is gone (a removal interrupted between the two).
+// volume is gone (a removal interrupted between the two). A disk is made before its volume,
+// so one younger than orphanAge may be a session being created, and is left alone.
 func (b *Backend) orphanDisks(ctx context.Context) ([]string, error) {
+	if !b.local {
+		return nil, nil
+	}
+	loopdisk.SweepLocks(diskRoot, orphanAge)
 	var imgs []string
 	for _, prefix := range []string{"hermes-" + b.scope + "-", "hermes-pool-" + b.scope + "-"} {
 		m, err := filepath.Glob(filepath.Join(diskRoot, prefix+"*-ws.img"))
@@ -111,6 +131,9 @@ func (b *Backend) orphanDisks(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, img := range imgs {
+		if fi, err := os.Stat(img); err != nil || time.Since(fi.ModTime()) < orphanAge {
+			continue
+		}
 		vol := strings.TrimSuffix(filepath.Base(img), ".img")
 		_, err := b.cli.VolumeInspect(ctx, vol, client.VolumeInspectOptions{})
 		switch {

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -130,6 +131,11 @@ func TestGC(t *testing.T) {
 	bounded := b.diskUnenforced() == nil
 	if bounded {
 		if err := lostDisk.Ensure(ctx, int64(config.MinDockerDisk), 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+		// Old enough not to be a session being created.
+		old := time.Now().Add(-2 * orphanAge)
+		if err := os.Chtimes(lostDisk.Image, old, old); err != nil {
 			t.Fatal(err)
 		}
 	}

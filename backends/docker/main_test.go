@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,9 +118,15 @@ func cleanScope(t testing.TB, b *Backend) {
 		cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 		b.dropDisk(v.Name)
 	}
-	orphans, _ := b.orphanDisks(ctx)
-	for _, v := range orphans {
-		b.dropDisk(v)
+	for _, prefix := range []string{"hermes-" + b.scope + "-", "hermes-pool-" + b.scope + "-"} {
+		imgs, _ := filepath.Glob(filepath.Join(diskRoot, prefix+"*.img"))
+		for _, img := range imgs {
+			b.dropDisk(strings.TrimSuffix(filepath.Base(img), ".img"))
+		}
+		locks, _ := filepath.Glob(filepath.Join(diskRoot, prefix+"*.img.lock"))
+		for _, l := range locks {
+			os.Remove(l)
+		}
 	}
 }
 

@@ -135,15 +135,22 @@ func (b *Backend) ensureInstance(ctx context.Context, session string) (ensured, 
 	// One process starts it; the others wait until it is ready. The runtime may list an
 	// instance before it has finished starting, so "it runs" is only safe to act on once no
 	// process of ours is starting it.
-	dir := b.sessionDir(session)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return ensured{}, fmt.Errorf("session directory: %w", err)
+	// The lock lives outside the session directory, which only a started session has.
+	locks := filepath.Join(b.dir, "locks")
+	if err := os.MkdirAll(locks, 0o700); err != nil {
+		return ensured{}, fmt.Errorf("lock directory: %w", err)
 	}
-	unlock, err := flock.LockContext(ctx, filepath.Join(dir, "start.lock"))
-	if err != nil {
+	unlock, err := flock.LockContext(ctx, filepath.Join(locks, session+".start"))
+	switch {
+	case err == nil:
+		defer unlock()
+	case errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOLCK):
+		// A file system without flock (Lustre mounted without it): start unguarded.
+		b.log.Debug("no start lock here", "session", session, "err", err)
+	default:
 		return ensured{}, err
 	}
-	defer unlock()
+	dir := b.sessionDir(session)
 	if running, err := b.running(ctx, name); err != nil || running {
 		return ensured{}, err
 	}

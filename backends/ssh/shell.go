@@ -566,7 +566,15 @@ func (s *shellSession) kill(pid int) {
 	if pid <= 1 {
 		return
 	}
+	// Added under mu, so that Close's Wait never races an Add; once the session is closed
+	// its shells are gone, and each shell's watcher kills its own command (shellPrologue).
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), killGrace)

@@ -40,7 +40,7 @@ __hr() {
   else $__hss "$__hs" "$__f.w" "$__f" <"$__in" 2>&3 3>&- 4<&- &
   fi
   __p=$!
-  ( read -r __x || __hk "$__p" ) <&4 >/dev/null 3>&- 4<&- &
+  ( read -r __x || { trap '' TERM; __hk "$__p"; } ) <&4 >/dev/null 3>&- 4<&- &
   __wp=$!
   printf '%%s%%sS%%s\n' "$2" "$3" "$__p"
   wait "$__p"; __rc=$?

@@ -65,13 +65,19 @@ func (d Disk) Ensure(ctx context.Context, size int64, uid, gid int) error {
 		return err
 	}
 	if err := mount(d.Image, d.Mount); err != nil {
+		if fresh {
+			os.Remove(d.Image) // never mounted, holds nothing: the next try makes it anew
+		}
 		return err
 	}
-	if fresh {
-		if err := os.Mkdir(d.Data(), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
+	if fresh || empty(d.Mount) { // new, or made by a process that died before this step
+		err := os.Mkdir(d.Data(), 0o755)
+		if err == nil || errors.Is(err, os.ErrExist) {
+			err = os.Chown(d.Data(), uid, gid)
 		}
-		if err := os.Chown(d.Data(), uid, gid); err != nil {
+		if err != nil {
+			unix.Unmount(d.Mount, 0)
+			os.Remove(d.Image)
 			return err
 		}
 	}
@@ -81,7 +87,14 @@ func (d Disk) Ensure(ctx context.Context, size int64, uid, gid int) error {
 	return nil
 }
 
-// Remove unmounts the disk and deletes it. A disk that does not exist is no error.
+// empty reports whether a file system root holds nothing but mke2fs's lost+found.
+func empty(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	return err == nil && len(entries) == 1 && entries[0].Name() == "lost+found"
+}
+
+// Remove unmounts the disk and deletes it. A disk that does not exist is no error. Its lock
+// file stays (another process may be waiting on it); SweepLocks removes old ones.
 func (d Disk) Remove() error {
 	unlock, err := flock.Lock(d.Image + ".lock")
 	if err != nil {
@@ -90,10 +103,7 @@ func (d Disk) Remove() error {
 		}
 		return err
 	}
-	defer func() {
-		os.Remove(d.Image + ".lock")
-		unlock()
-	}()
+	defer unlock()
 	if d.Mounted() {
 		if err := unix.Unmount(d.Mount, 0); err != nil {
 			// Still in use (a process inside, a container being torn down): detach it now;
@@ -185,6 +195,14 @@ func attach(img *os.File) (*os.File, error) {
 		}
 		cfg := unix.LoopConfig{Fd: uint32(img.Fd()), Info: unix.LoopInfo64{Flags: unix.LO_FLAGS_AUTOCLEAR}}
 		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTTY) {
+			// Before Linux 5.8: attach, then set the flags.
+			if err = unix.IoctlSetInt(int(dev.Fd()), unix.LOOP_SET_FD, int(img.Fd())); err == nil {
+				if err = unix.IoctlLoopSetStatus64(int(dev.Fd()), &cfg.Info); err != nil {
+					unix.IoctlSetInt(int(dev.Fd()), unix.LOOP_CLR_FD, 0)
+				}
+			}
+		}
 		if err == nil {
 			return dev, nil
 		}
@@ -194,4 +212,19 @@ func attach(img *os.File) (*os.File, error) {
 		}
 	}
 	return nil, errors.New("every free loop device was taken by another process first")
+}
+
+// SweepLocks removes the lock files under root of disks that are gone, once they are older
+// than age (a process that waited on one has long since finished).
+func SweepLocks(root string, age time.Duration) {
+	locks, _ := filepath.Glob(filepath.Join(root, "*.img.lock"))
+	for _, l := range locks {
+		fi, err := os.Stat(l)
+		if err != nil || time.Since(fi.ModTime()) < age {
+			continue
+		}
+		if _, err := os.Stat(strings.TrimSuffix(l, ".lock")); errors.Is(err, os.ErrNotExist) {
+			os.Remove(l)
+		}
+	}
 }

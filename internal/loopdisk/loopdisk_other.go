@@ -5,6 +5,7 @@ package loopdisk
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Supported says why not.
@@ -18,3 +19,6 @@ func (d Disk) Ensure(context.Context, int64, int, int) error { return Supported(
 
 // Remove has nothing to remove.
 func (d Disk) Remove() error { return nil }
+
+// SweepLocks has nothing to sweep.
+func SweepLocks(string, time.Duration) {}
