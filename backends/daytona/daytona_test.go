@@ -1,11 +1,11 @@
 package daytona
 
 import (
-	"github.com/hermes-sandbox/hermes-sandbox/config"
-	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"testing"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )

@@ -33,7 +33,6 @@ type session struct {
 
 	mu        sync.Mutex
 	sandboxID string
-	closed    bool
 	gone      chan struct{} // closed by Close: commands over toolbox sessions are abandoned
 	// fallback says why commands go through toolbox process sessions ("" while the helper
 	// is used); see fallback.go.
@@ -58,18 +57,20 @@ func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 // Close detaches from the helper; the sandbox stays.
 func (s *session) Close() error {
 	s.mu.Lock()
-	if !s.closed {
+	if !s.isClosed() {
 		close(s.gone)
 	}
-	s.closed = true
 	s.mu.Unlock()
 	return s.Session.Close()
 }
 
 func (s *session) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
+	select {
+	case <-s.gone:
+		return true
+	default:
+		return false
+	}
 }
 
 // start is the channel's Starter: it brings the session's sandbox up (creating or waking

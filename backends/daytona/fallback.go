@@ -89,20 +89,14 @@ rm -f "$p.out" "$p.err" "$p.done" "$p.nodir" "$p.pid" "$p.sh" "$p.in" "$p.beat"`
 var fbKill = `p=$HOME/` + fbDir + `/$1; i=0; while [ ! -s "$p.pid" ] && [ ! -e "$p.done" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; exec sh -c ` +
 	shQuote(shellwrap.KillTree) + ` sh "$p.pid"`
 
-// beat writes the command's heartbeat file every Options.CallerBeat until stop is closed;
-// the first one waits a period, so a short command costs no call.
-func (s *session) beat(tb toolbox, sb sandboxInfo, id string, stop <-chan struct{}) {
+// beat writes the command's heartbeat file every Options.CallerBeat until ctx ends; the
+// first one waits a period, so a short command costs no call.
+func (s *session) beat(ctx context.Context, tb toolbox, sb sandboxInfo, id string) {
 	t := time.NewTicker(s.b.extra.CallerBeat)
 	defer t.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-stop
-		cancel()
-	}()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -365,13 +359,14 @@ func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbo
 		}
 		return nil, b.apiErr("exec", s.name, err)
 	}
-	stopBeat, beatDone := make(chan struct{}), make(chan struct{})
+	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
-		s.beat(tb, sb, id, stopBeat)
+		s.beat(bctx, tb, sb, id)
 	}()
 	defer func() {
-		close(stopBeat)
+		stopBeat()
 		<-beatDone
 	}()
 	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)

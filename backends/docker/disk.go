@@ -121,13 +121,9 @@ func (b *Backend) orphanDisks(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	loopdisk.SweepLocks(diskRoot, orphanAge)
-	var imgs []string
-	for _, prefix := range []string{"hermes-" + b.scope + "-", "hermes-pool-" + b.scope + "-"} {
-		m, err := filepath.Glob(filepath.Join(diskRoot, prefix+"*-ws.img"))
-		if err != nil {
-			return nil, err
-		}
-		imgs = append(imgs, m...)
+	imgs, err := b.scopeDisks(".img")
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, img := range imgs {
@@ -142,6 +138,20 @@ func (b *Backend) orphanDisks(ctx context.Context) ([]string, error) {
 		case err != nil:
 			return out, b.engineErr("inspect volume", vol, err)
 		}
+	}
+	return out, nil
+}
+
+// scopeDisks lists the files under diskRoot, ending in suffix, of this state directory's
+// session and pool workspaces.
+func (b *Backend) scopeDisks(suffix string) ([]string, error) {
+	var out []string
+	for _, prefix := range []string{"hermes-" + b.scope + "-", "hermes-pool-" + b.scope + "-"} {
+		m, err := filepath.Glob(filepath.Join(diskRoot, prefix+"*-ws"+suffix))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
 	}
 	return out, nil
 }

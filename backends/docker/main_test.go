@@ -118,15 +118,13 @@ func cleanScope(t testing.TB, b *Backend) {
 		cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 		b.dropDisk(v.Name)
 	}
-	for _, prefix := range []string{"hermes-" + b.scope + "-", "hermes-pool-" + b.scope + "-"} {
-		imgs, _ := filepath.Glob(filepath.Join(diskRoot, prefix+"*.img"))
-		for _, img := range imgs {
-			b.dropDisk(strings.TrimSuffix(filepath.Base(img), ".img"))
-		}
-		locks, _ := filepath.Glob(filepath.Join(diskRoot, prefix+"*.img.lock"))
-		for _, l := range locks {
-			os.Remove(l)
-		}
+	imgs, _ := b.scopeDisks(".img")
+	for _, img := range imgs {
+		b.dropDisk(strings.TrimSuffix(filepath.Base(img), ".img"))
+	}
+	locks, _ := b.scopeDisks(".img.lock")
+	for _, l := range locks {
+		os.Remove(l)
 	}
 }
 

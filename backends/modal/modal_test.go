@@ -1,10 +1,10 @@
 package modal
 
 import (
-	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"testing"
 	"time"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )

@@ -1,9 +1,9 @@
 package vercel
 
 import (
-	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"testing"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )

@@ -178,10 +178,8 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 	if silent.Load() {
 		err = errSilent
 	}
+	s.killRuns()
 	s.mu.Lock()
-	for _, rn := range s.runs {
-		rn.kill(reasonInterrupt)
-	}
 	for id, pw := range s.writes {
 		pw.abort()
 		delete(s.writes, id)
@@ -196,6 +194,15 @@ func (s *Server) Serve(r io.Reader, w io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// killRuns kills the foreground commands: their client is gone.
+func (s *Server) killRuns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rn := range s.runs {
+		rn.kill(reasonInterrupt)
+	}
 }
 
 // errSilent: the client sent nothing for longer than its heartbeat's timeout.
@@ -218,11 +225,7 @@ func (s *Server) watchBeats(timeout time.Duration, heard *atomic.Int64, silent *
 			continue
 		}
 		silent.Store(true)
-		s.mu.Lock()
-		for _, rn := range s.runs {
-			rn.kill(reasonInterrupt)
-		}
-		s.mu.Unlock()
+		s.killRuns()
 		if c, ok := r.(io.Closer); ok {
 			c.Close()
 		}

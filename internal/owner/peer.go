@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -150,7 +149,7 @@ func VerifyPeer(pid int, h Hello) error {
 			environ = append(environ, kv)
 		}
 	}
-	if !slices.Equal(keyEnv(environ), h.Key.Env) || !EnvMatches(h.Environ, h.Key) {
+	if !EnvMatches(environ, h.Key) || !EnvMatches(h.Environ, h.Key) {
 		return errors.New("its environment is another")
 	}
 	return nil
