@@ -358,7 +358,7 @@ func NewConfig() *Config {
 			OnFailure:      AuditRefuse,
 		},
 		MCP:   MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
-		Local: LocalConfig{Confine: ConfineAuto},
+		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead()},
 	}
 }
 

@@ -88,7 +88,30 @@ func (c *Config) validate() []*Error {
 	c.validateDocker(v)
 	c.validateSSH(v)
 	c.validateOthers(v)
+	c.validateLocal(v)
 	return v.errs
+}
+
+// validateLocal checks local.network against local.confine (namespaces are part of the
+// confinement), local.egress_allow against the network, and local.deny_read's paths.
+func (c *Config) validateLocal(v *validator) {
+	l := &c.Local
+	if _, err := ParseLocalNetwork(string(l.Network)); err != nil {
+		v.failf("local.network", "%v", err)
+		return
+	}
+	if l.Confine == ConfineOff && l.Network != "" && l.Network != LocalNetworkHost {
+		v.failf("local.network", "is %s but local.confine is off, and only a confined command gets a network namespace: set local.confine auto or strict", l.Network)
+	}
+	v.egressList("local.egress_allow", l.EgressAllow)
+	if eff := l.EffectiveNetwork(c.Terminal.EgressAllow); len(l.EgressAllow) > 0 && eff != LocalNetworkAllowlist {
+		v.failf("local.egress_allow", "is set but local.network is %s, so nothing would apply it: set local.network allowlist (hermes-sandbox config set local.network allowlist) or empty local.egress_allow", eff)
+	}
+	for _, p := range l.DenyRead {
+		if p != "~" && !strings.HasPrefix(p, "~/") && !filepath.IsAbs(p) {
+			v.failf("local.deny_read", "%q is neither absolute nor under ~/", p)
+		}
+	}
 }
 
 func (c *Config) validateTerminal(v *validator) {

@@ -26,6 +26,12 @@ type confinedEnv struct {
 }
 
 func newConfinedEnv(t *testing.T, mode config.Confine) *confinedEnv {
+	return newConfinedEnvWith(t, mode, false)
+}
+
+// newConfinedEnvWith can leave out the namespaces (Landlock alone, as where there are no
+// user namespaces).
+func newConfinedEnvWith(t *testing.T, mode config.Confine, noNamespaces bool) *confinedEnv {
 	t.Helper()
 	if _, err := agent.LandlockABI(); err != nil {
 		testenv.Missing(t, "landlock", err.Error())
@@ -59,7 +65,9 @@ func newConfinedEnv(t *testing.T, mode config.Confine) *confinedEnv {
 	cfg.Terminal.Cwd = e.work
 	cfg.Audit.LogDestination = e.auditLog
 	cfg.Local.Confine = mode
-	e.b, err = local.NewWith(local.SectionOf(cfg), cfg.BackendOptions(sandbox.FactoryOptions{StateDir: e.stateDir,
+	sec := local.SectionOf(cfg)
+	sec.NoNamespaces = noNamespaces
+	e.b, err = local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: e.stateDir,
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}}))
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +92,15 @@ func (e *confinedEnv) run(t *testing.T, script string) *sandbox.Result {
 
 // TestLandlockKeepsTheToolsFilesReadOnly runs, straight on the backend (no gate), the ways a
 // command could change the tool's config, state or audit log, and checks the kernel refused
-// every one while ordinary writes still work.
+// every one while ordinary writes still work: with Landlock alone, and inside the session's
+// namespaces (where those files are not even visible).
 func TestLandlockKeepsTheToolsFilesReadOnly(t *testing.T) {
-	e := newConfinedEnv(t, config.ConfineAuto)
+	t.Run("landlock", func(t *testing.T) { testToolsFilesReadOnly(t, true) })
+	t.Run("namespaces", func(t *testing.T) { testToolsFilesReadOnly(t, false) })
+}
+
+func testToolsFilesReadOnly(t *testing.T, landlockAlone bool) {
+	e := newConfinedEnvWith(t, config.ConfineAuto, landlockAlone)
 	if enforced, detail := e.b.(interface{ Confinement() (bool, string) }).Confinement(); !enforced {
 		t.Fatalf("Confinement() = %v, %q; want kernel-enforced", enforced, detail)
 	}
@@ -101,7 +115,7 @@ func TestLandlockKeepsTheToolsFilesReadOnly(t *testing.T) {
 		{"tee", "echo x | tee " + e.cfgFile},
 		{"dd", "echo x | dd of=" + e.cfgFile},
 		{"truncate audit log", "cd " + e.stateDir + " && : > audit.log"},
-		{"delete checkpoint", "rm -f " + e.auditLog + ".checkpoint"},
+		{"delete checkpoint", "rm " + e.auditLog + ".checkpoint"},
 		{"sed -i", "sed -i s/original/edited/ " + e.cfgFile},
 		{"new file in config dir", "echo 'approvals: {mode: off}' > " + e.cfgDir + "/config.yml"},
 		{"truncate(1)", "truncate -s 0 " + e.cfgFile},
@@ -123,9 +137,14 @@ func TestLandlockKeepsTheToolsFilesReadOnly(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.cfgDir, "config.yml")); err == nil {
 		t.Errorf("a command created a file in the config directory")
 	}
-	// Ordinary work goes on: the working tree, /tmp, and reading the config.
-	res := e.run(t, "cd "+e.work+" && echo more >> own.txt && mkdir -p sub && echo new > sub/f && echo t > /tmp/hermes-confine-ok-$$ && rm /tmp/hermes-confine-ok-$$ && cat "+e.cfgFile)
-	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "original") {
+	// Ordinary work goes on: the working tree, /tmp, and (with Landlock alone, where it is
+	// visible) reading the config.
+	check, want := "cat own.txt", "mine"
+	if landlockAlone {
+		check, want = "cat "+e.cfgFile, "original"
+	}
+	res := e.run(t, "cd "+e.work+" && echo more >> own.txt && mkdir -p sub && echo new > sub/f && echo t > /tmp/hermes-confine-ok-$$ && rm /tmp/hermes-confine-ok-$$ && "+check)
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, want) {
 		t.Errorf("ordinary work under confinement = %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	// The confinement is the commands', not the helper's: this process still writes its own

@@ -1,5 +1,9 @@
-// Package local runs commands on this host, as this user, through an in-process helper. It
-// gives no isolation beyond the policy gate and environment hygiene: use it in throwaway VMs.
+// Package local runs commands on this host, as this user. With local.confine auto or strict
+// on Linux, each session's helper and its commands run in namespaces of their own (package
+// nsbox): secrets (local.deny_read) and this tool's files are unreadable, no process of the
+// caller is visible, and with local.network none or allowlist the only network is loopback,
+// plus this tool's filtering proxy for allowlist; Landlock keeps the write rules. With
+// local.confine off, or where the kernel cannot, the helper runs in this process.
 package local
 
 import (
@@ -12,10 +16,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -33,19 +40,53 @@ type Backend struct {
 	confine  *agent.Confinement // nil: local.confine is off
 	status   string             // what doctor and sandbox_info say about confinement
 	enforced bool
+
+	mode    config.Confine
+	ns      *nsbox.Spec // the namespaces every session gets; nil: none (confine off, or not Linux)
+	network config.LocalNetwork
+	allow   []string // local.egress_allow, else terminal.egress_allow
+	allowBy string   // the setting allow comes from
+	egress  egress.Observer
+	notice  sync.Once // the first session start that falls short says so once
+
+	resolver      egress.Resolver // Section.EgressResolver
+	allowLoopback bool
+
+	probeOnce sync.Once
+	nsOK      bool
+	nsDetail  string
 }
 
-// Section is the local backend's own configuration: local.confine, and the directories of
-// this tool's files that commands may not change besides the state directory (which always
-// is): the config file's, the secrets file's and the audit log's. "~" is the caller's HOME.
+// Section is the local backend's own configuration: local.confine, the directories of this
+// tool's files besides the state directory (the config file's, the secrets file's and the
+// audit log's), which commands may not change and, in namespaces, cannot see, and the
+// namespaces' network and deny-read paths. "~" is the caller's HOME.
 type Section struct {
 	Confine config.Confine
 	Protect []string
+	// Network is local.network as configured ("" = by Confine).
+	Network config.LocalNetwork
+	// EgressAllow is local.egress_allow.
+	EgressAllow []string
+	// DenyRead are the paths commands can neither read nor list (nil: the defaults).
+	DenyRead []string
+	// Secrets is this tool's secrets file, always denied.
+	Secrets string
+
+	// EgressResolver resolves the names the proxy allows (nil: the system's); tests map names
+	// to local servers with it.
+	EgressResolver egress.Resolver
+	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
+	EgressAllowLoopback bool
+	// NoNamespaces runs the helper in this process with Landlock alone, as on a machine
+	// without user namespaces (tests of that layer on its own).
+	NoNamespaces bool
 }
 
 // SectionOf picks the local backend's section out of the whole configuration.
 func SectionOf(c *config.Config) Section {
-	s := Section{Confine: c.Local.Confine}
+	s := Section{Confine: c.Local.Confine, Network: c.Local.Network, EgressAllow: c.Local.EgressAllow,
+		DenyRead: c.Local.DenyRead, Secrets: c.SecretsPath()}
 	for _, p := range []string{c.Path(), c.SecretsPath(), c.Audit.LogDestination} {
 		if p != "" {
 			s.Protect = append(s.Protect, filepath.Dir(p))
@@ -83,8 +124,14 @@ func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) 
 		shell:    opts.Shell,
 		cwd:      cwd,
 		env:      sandbox.FilterEnv(opts.Environ, opts.EnvPassthrough),
+
+		resolver:      sec.EgressResolver,
+		allowLoopback: sec.EgressAllowLoopback,
 	}
 	if err := b.setConfinement(sec); err != nil {
+		return nil, err
+	}
+	if err := b.setNamespaces(sec); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -98,13 +145,14 @@ func (b *Backend) setConfinement(sec Section) error {
 	if mode == "" {
 		mode = config.ConfineAuto
 	}
+	b.mode = mode
 	if mode == config.ConfineOff {
 		b.status = "off (local.confine: off): only the gate's path checks keep commands away from this tool's files"
 		return nil
 	}
 	home, _ := b.opts.Getenv("HOME")
 	c := &agent.Confinement{Protect: []string{b.opts.StateDir}, Strict: mode == config.ConfineStrict,
-		Required: mode == config.ConfineStrict}
+		Required: mode == config.ConfineStrict, DropCaps: true, NoUnixSockets: mode == config.ConfineStrict}
 	for _, p := range sec.Protect {
 		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
 			p = filepath.Join(home, p[1:])
@@ -131,15 +179,24 @@ func (b *Backend) setConfinement(sec Section) error {
 	return nil
 }
 
-// Confinement says whether commands are confined by the kernel, and how.
-func (b *Backend) Confinement() (enforced bool, detail string) { return b.enforced, b.status }
+// Confinement says whether commands are confined by the kernel, and how: the namespaces
+// (probed once) and Landlock's write rules.
+func (b *Backend) Confinement() (enforced bool, detail string) {
+	b.probeOnce.Do(func() { b.nsOK, b.nsDetail = b.describeNamespaces() })
+	return b.enforced || b.nsOK, b.nsDetail + "; write rules " + b.status
+}
 
-// Warnings says when commands are not kernel-confined.
+// Warnings says when commands are not kernel-confined, or not in namespaces.
 func (b *Backend) Warnings() []string {
-	if b.enforced {
-		return nil
+	var out []string
+	if !b.enforced {
+		out = append(out, "local: commands are "+b.status)
 	}
-	return []string{"local: commands are " + b.status}
+	b.probeOnce.Do(func() { b.nsOK, b.nsDetail = b.describeNamespaces() })
+	if !b.nsOK && b.mode != config.ConfineOff {
+		out = append(out, "local: "+b.nsDetail)
+	}
+	return out
 }
 
 // WorkDir is the directory sessions start in (terminal.cwd, else the current directory):
@@ -151,9 +208,18 @@ func (b *Backend) Name() string { return Name }
 
 // Capabilities reports what local sessions do.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
+	c := sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
 		Network:   true}
+	if b.ns != nil {
+		c.Isolation = "namespaces: commands run on this host as the current user, in mount, PID and IPC namespaces of their own " +
+			"(local.deny_read and this tool's files unreadable, no process of the caller visible) under Landlock write rules"
+		if b.network != config.LocalNetworkHost {
+			c.Isolation += ", with network " + string(b.network)
+			c.Network = false
+		}
+	}
+	return c
 }
 
 // Close releases nothing: local sessions hold no shared resources.
@@ -170,32 +236,41 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
-		srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine, Guard: true})
-		if err != nil {
-			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
+		if b.ns != nil {
+			return b.startInNamespaces(ctx, name, dir)
 		}
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			err := srv.Serve(inR, outW)
-			outW.CloseWithError(errors.Join(err, io.EOF))
-			inR.Close()
-		}()
-		closeFn := func() error {
-			inW.Close()
-			<-done
-			return nil
-		}
-		c, err := agent.NewClient(ctx, outR, inW, closeFn)
-		if err != nil {
-			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
-		}
-		return channel.Started{Client: c}, nil
+		return b.startInProcess(ctx, name, dir)
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger}), nil
+}
+
+// startInProcess runs the session's helper in this process: commands are confined by
+// Landlock alone (or not at all), and a guard kills them if this process dies.
+func (b *Backend) startInProcess(ctx context.Context, name, dir string) (channel.Started, error) {
+	srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine, Guard: true})
+	if err != nil {
+		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := srv.Serve(inR, outW)
+		outW.CloseWithError(errors.Join(err, io.EOF))
+		inR.Close()
+	}()
+	closeFn := func() error {
+		inW.Close()
+		<-done
+		return nil
+	}
+	c, err := agent.NewClient(ctx, outR, inW, closeFn)
+	if err != nil {
+		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
+	}
+	return channel.Started{Client: c}, nil
 }
 
 // homeFile records, in a session's state, the directory the session was created in.
@@ -273,6 +348,11 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	dir := b.sessionDir(name)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
+	}
+	// A session's namespaces end with every process in them; jobs started outside any (local.confine
+	// off, or before namespaces) are killed by their process groups.
+	if err := nsbox.Stop(b.nsSockDir(), name); err != nil {
+		b.opts.Log().Warn("local: stop the session's namespaces", "session", name, "err", err)
 	}
 	agent.KillJobs(dir)
 	if err := os.RemoveAll(dir); err != nil {

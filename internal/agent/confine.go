@@ -21,6 +21,15 @@ type Confinement struct {
 	// Required makes a confinement the kernel cannot enforce an error; otherwise the helper
 	// runs unconfined and says so in its status.
 	Required bool
+	// NoUnixSockets refuses commands socket(AF_UNIX) (a seccomp filter), so none can connect
+	// to a path socket of the host: the docker engine, a tmux or screen server, the D-Bus
+	// session bus, an ssh-agent. socketpair(2) still works.
+	NoUnixSockets bool `json:",omitempty"`
+	// DropCaps takes from commands every capability that reaches past a mount namespace
+	// (CAP_SYS_ADMIN, CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, CAP_MKNOD, …), for a helper that
+	// runs as root: what a root command keeps is docker's default set, less CAP_MKNOD and
+	// CAP_NET_RAW.
+	DropCaps bool `json:",omitempty"`
 }
 
 // ConfinementStatus says whether commands are confined, and how.

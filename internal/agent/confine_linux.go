@@ -5,12 +5,15 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/seccomp"
 )
 
 // LandlockABI returns the kernel's Landlock ABI version, or an error saying why it has none.
@@ -84,7 +87,16 @@ func newConfiner(c Confinement, scratch []string) (*confiner, error) {
 		// and its domain with it. The runtime starts new threads from its template thread,
 		// never from a locked one, so the domain cannot leak into the helper's other threads.
 		runtime.LockOSThread()
-		err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+		var err error
+		if c.DropCaps {
+			err = dropBoundingCaps()
+		}
+		if err == nil {
+			err = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+		}
+		if err == nil && c.NoUnixSockets {
+			err = seccomp.Install(seccomp.Filter{UnixSockets: true})
+		}
 		if err == nil {
 			err = ll.LandlockRestrictSelf(fd, flags)
 		}
@@ -104,8 +116,39 @@ func newConfiner(c Confinement, scratch []string) (*confiner, error) {
 	if c.Strict {
 		mode = "writes only under the workspace and temporary directories"
 	}
+	if c.NoUnixSockets {
+		mode += "; no unix sockets (seccomp)"
+	}
 	cf.status = ConfinementStatus{Enforced: true, Detail: fmt.Sprintf("Landlock ABI %d: %s", abi, mode)}
 	return cf, nil
+}
+
+// keptCaps are what a root command keeps with DropCaps: docker's default set less CAP_MKNOD
+// (a disk's device node) and CAP_NET_RAW.
+var keptCaps = map[uintptr]bool{unix.CAP_CHOWN: true, unix.CAP_DAC_OVERRIDE: true, unix.CAP_FSETID: true,
+	unix.CAP_FOWNER: true, unix.CAP_SETGID: true, unix.CAP_SETUID: true, unix.CAP_SETFCAP: true,
+	unix.CAP_SETPCAP: true, unix.CAP_NET_BIND_SERVICE: true, unix.CAP_SYS_CHROOT: true, unix.CAP_KILL: true,
+	unix.CAP_AUDIT_WRITE: true}
+
+// dropBoundingCaps takes every capability but keptCaps out of the calling thread's bounding
+// set, so a root command started from it gets no other at exec. Without CAP_SETPCAP (a user
+// other than root, whose commands get no capability at exec anyway) there is nothing to do.
+func dropBoundingCaps() error {
+	for c := uintptr(0); c <= unix.CAP_LAST_CAP; c++ {
+		if keptCaps[c] {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
+			if err == unix.EPERM && os.Getuid() != 0 {
+				return nil
+			}
+			if err == unix.EINVAL {
+				return nil // past the kernel's last capability
+			}
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	return nil
 }
 
 // start runs fn (which starts a process) on the confined thread.
