@@ -11,7 +11,21 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, config.ConfineAuto, "") }
+
+// TestConformanceNetworkNone runs the suite in namespaces with a network of loopback only.
+func TestConformanceNetworkNone(t *testing.T) {
+	egressNetwork(t)
+	conformance(t, config.ConfineStrict, config.LocalNetworkNone)
+}
+
+// TestConformanceAllowlist runs the suite with the egress relay and proxy in place.
+func TestConformanceAllowlist(t *testing.T) {
+	egressNetwork(t)
+	conformance(t, config.ConfineAuto, config.LocalNetworkAllowlist)
+}
+
+func conformance(t *testing.T, mode config.Confine, network config.LocalNetwork) {
 	// The tool's state lives apart from the working directory, as it does for a real user: the
 	// helper makes it read-only to commands where the kernel can.
 	// It is kept out of /tmp, where the suite writes its scratch files: the directories on the
@@ -29,7 +43,8 @@ func TestConformance(t *testing.T) {
 		NewBackend: func(t testing.TB) sandbox.Backend {
 			cfg := config.NewConfig()
 			cfg.Terminal.Cwd = work
-			b, err := local.New(cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state,
+			cfg.Local.Confine, cfg.Local.Network = mode, network
+			b, err := local.NewWith(local.SectionOf(cfg), cfg.BackendOptions(sandbox.FactoryOptions{StateDir: state,
 				Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root, "SECRET_TOKEN=nope"}}))
 			if err != nil {
 				t.Fatal(err)

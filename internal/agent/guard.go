@@ -74,7 +74,9 @@ func (g *guard) start() {
 	}
 	defer null.Close()
 	p, err := os.StartProcess(sh, []string{"sh", "-c", guardScript}, &os.ProcAttr{
-		Dir:   "/",
+		Dir: "/",
+		// Nothing of the caller's environment: a command could read it in /proc.
+		Env:   []string{"PATH=/usr/bin:/bin"},
 		Files: []*os.File{null, null, null, r},
 		// A group of its own: a command's group kill does not reach it.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
