@@ -10,6 +10,8 @@ var gateEnvPrefixes = [...]string{
 	"HERMES_SANDBOX_DOCKER_NETWORK", "HERMES_SANDBOX_DOCKER_EGRESS_ALLOW", "HERMES_SANDBOX_TERMINAL_EGRESS_ALLOW",
 	"HERMES_SANDBOX_KUBERNETES_NETWORK", "HERMES_SANDBOX_KUBERNETES_EGRESS_ALLOW", "HERMES_SANDBOX_MODAL_BLOCK_NETWORK", "HERMES_SANDBOX_MODAL_CIDR_ALLOWLIST",
 	"HERMES_SANDBOX_DAYTONA_NETWORK_BLOCK_ALL", "HERMES_SANDBOX_DAYTONA_NETWORK_ALLOW_LIST", "HERMES_SANDBOX_VERCEL_NETWORK_ALLOW",
+	// The local backend's kernel confinement: its mode, network, allowlist and deny-read paths.
+	"HERMES_SANDBOX_LOCAL",
 }
 
 // isEgressKey reports whether a config key (lower case) sets the network egress.
@@ -18,7 +20,8 @@ func isEgressKey(key string) bool {
 	case "docker.network", "docker.network_enabled", "docker.egress_allow", "terminal.egress_allow", "egress_allow", "network",
 		// Every backend's own network switch and allowlist.
 		"kubernetes.network", "kubernetes.network_enabled", "kubernetes.egress_allow", "modal.block_network", "modal.cidr_allowlist",
-		"daytona.network_block_all", "daytona.network_allow_list", "vercel.network_allow":
+		"daytona.network_block_all", "daytona.network_allow_list", "vercel.network_allow",
+		"local.network", "local.egress_allow":
 		return true
 	}
 	return false
@@ -257,8 +260,8 @@ sub:
 				a.add(ruleGateConfigChange)
 			case isEgressKey(key):
 				a.add(ruleEgressChange)
-			case key == "approvals" || key == "tools" || key == "loop" || key == "audit" ||
-				strings.HasPrefix(key, "approvals.") || strings.HasPrefix(key, "tools.") ||
+			case key == "approvals" || key == "tools" || key == "loop" || key == "audit" || key == "local" ||
+				strings.HasPrefix(key, "approvals.") || strings.HasPrefix(key, "tools.") || strings.HasPrefix(key, "local.") ||
 				strings.HasPrefix(key, "loop.") || strings.HasPrefix(key, "audit."):
 				a.add(ruleGateConfigChange)
 			case key == "sandbox" || key == "terminal.backend" || key == "terminal_backend" || key == "terminal_env" || key == "docker.privileged" || key == "docker.network_enabled" ||

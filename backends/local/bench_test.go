@@ -129,3 +129,66 @@ func concurrent(b *testing.B, n int, every time.Duration) {
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(ds[len(ds)*95/100].Microseconds())/1000, "p95-ms")
 }
+
+// BenchmarkConfinement is the per-command cost of `true` in a warm session under each
+// confinement, measured in one run and alternating (off, Landlock alone, namespaces with the
+// host's network, strict with network none, off, …), so a noisy machine weighs on every mode
+// alike. It reports each mode's p50 and p95, and the fork/exec baseline's, in milliseconds.
+func BenchmarkConfinement(b *testing.B) {
+	modes := []struct {
+		name string
+		sec  local.Section
+	}{
+		{"off", local.Section{Confine: config.ConfineOff}},
+		{"landlock", local.Section{Confine: config.ConfineAuto, NoNamespaces: true}},
+		{"namespaces", local.Section{Confine: config.ConfineAuto}},
+		{"strict-none", local.Section{Confine: config.ConfineStrict}},
+	}
+	ctx := context.Background()
+	work := b.TempDir()
+	sessions := make([]sandbox.Session, len(modes))
+	for i, m := range modes {
+		cfg := config.NewConfig()
+		cfg.Terminal.Cwd = work
+		be, err := local.NewWith(m.sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer be.Close()
+		if sessions[i], err = be.Open(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		defer sessions[i].Close()
+		for k := 0; k < 5; k++ {
+			if res, err := sessions[i].Exec(ctx, sandbox.Command{Script: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatalf("%s: %v %v", m.name, res, err)
+			}
+		}
+	}
+	ds := make([][]time.Duration, len(modes)+1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, s := range sessions {
+			t := time.Now()
+			if res, err := s.Exec(ctx, sandbox.Command{Script: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+			ds[k] = append(ds[k], time.Since(t))
+		}
+		t := time.Now()
+		if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		ds[len(modes)] = append(ds[len(modes)], time.Since(t))
+	}
+	b.StopTimer()
+	for k, d := range ds {
+		name := "fork-exec"
+		if k < len(modes) {
+			name = modes[k].name
+		}
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, name+"-p50-ms")
+		b.ReportMetric(float64(d[len(d)*95/100].Microseconds())/1000, name+"-p95-ms")
+	}
+}
