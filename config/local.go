@@ -45,8 +45,9 @@ func (m *Confine) UnmarshalText(text []byte) error { return unmarshalEnum(m, Par
 // LocalNetwork is local.network: what local commands can reach.
 type LocalNetwork string
 
-// Local network modes. The empty mode follows local.confine: host under auto and off; under
-// strict, allowlist when an egress allowlist is set, else none.
+// Local network modes. The empty mode follows local.confine and the allowlists: host with
+// confine off; allowlist when local.egress_allow or terminal.egress_allow is set; else none
+// under strict and host under auto.
 const (
 	// LocalNetworkHost shares this host's network.
 	LocalNetworkHost LocalNetwork = "host"
@@ -78,7 +79,9 @@ func (l LocalConfig) EffectiveNetwork(shared []string) LocalNetwork {
 	switch {
 	case l.Network != "":
 		return l.Network
-	case l.Confine == ConfineStrict && (len(l.EgressAllow) > 0 || len(shared) > 0):
+	case l.Confine == ConfineOff:
+		return LocalNetworkHost
+	case len(l.EgressAllow) > 0 || len(shared) > 0:
 		return LocalNetworkAllowlist
 	case l.Confine == ConfineStrict:
 		return LocalNetworkNone

@@ -75,7 +75,8 @@ func TestSharedEgressNotPretended(t *testing.T) {
 		code := RunWith(context.Background(), args, strings.NewReader(""), &out, &errb, env)
 		return code, out.String() + errb.String()
 	}
-	for _, args := range [][]string{{"config", "set", "sandbox", "local"}, {"config", "set", "terminal.egress_allow", "[pypi.org]"}} {
+	// local.network host: local enforces an allowlist only in a network namespace of its own.
+	for _, args := range [][]string{{"config", "set", "sandbox", "local"}, {"config", "set", "local.network", "host"}, {"config", "set", "terminal.egress_allow", "[pypi.org]"}} {
 		if code, out := run(args...); code != 0 {
 			t.Fatalf("%v = %d %s", args, code, out)
 		}
@@ -90,15 +91,15 @@ func TestSharedEgressNotPretended(t *testing.T) {
 	}
 }
 
-// TestSessionsNetworkNeedsDockerAllowlist: on a backend without a per-session allowlist the
-// command says so instead of doing nothing.
+// TestSessionsNetworkNeedsDockerAllowlist: on a backend (here local with its default network,
+// the host's) without a per-session allowlist the command says so instead of doing nothing.
 func TestSessionsNetworkNeedsDockerAllowlist(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "XDG_CONFIG_HOME=" + filepath.Join(dir, "c"), "XDG_STATE_HOME=" + filepath.Join(dir, "s"),
 		"HERMES_SANDBOX_TERMINAL_CWD=" + dir, "HERMES_SANDBOX_SANDBOX=local"}
 	var out, errb bytes.Buffer
 	code := RunWith(context.Background(), []string{"sessions", "network", "default", "--allow", "pypi.org"}, strings.NewReader(""), &out, &errb, env)
-	if code == 0 || !strings.Contains(errb.String(), "no per-session egress allowlist") || !strings.Contains(errb.String(), "not available") {
+	if code == 0 || !strings.Contains(errb.String(), "local.network is host, not allowlist") {
 		t.Errorf("sessions network on local = %d %q %q; want an error saying local has no allowlist", code, out.String(), errb.String())
 	}
 }
