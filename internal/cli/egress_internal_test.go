@@ -3,12 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -102,4 +105,40 @@ func TestSessionsNetworkNeedsDockerAllowlist(t *testing.T) {
 	if code == 0 || !strings.Contains(errb.String(), "local.network is host, not allowlist") {
 		t.Errorf("sessions network on local = %d %q %q; want an error saying local has no allowlist", code, out.String(), errb.String())
 	}
+}
+
+// TestLocalEgressAudited: on local with local.network allowlist, a refused connection from
+// inside the session's network namespace reaches the audit log as an egress record, through
+// the CLI as a user runs it.
+func TestLocalEgressAudited(t *testing.T) {
+	if err := nsbox.Probe(nsbox.NetworkAllowlist); err != nil {
+		testenv.Missing(t, "nsbox", err.Error())
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "hermes-cli-egress-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	env := []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "XDG_CONFIG_HOME=" + filepath.Join(dir, "c"), "XDG_STATE_HOME=" + filepath.Join(dir, "s"),
+		"HERMES_SANDBOX_TERMINAL_CWD=" + dir}
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := RunWith(context.Background(), args, strings.NewReader(""), &out, &errb, env)
+		return code, out.String() + errb.String()
+	}
+	for _, args := range [][]string{{"config", "set", "sandbox", "local"}, {"config", "set", "approvals.mode", "off"},
+		{"config", "set", "local.egress_allow", "[pypi.test]"}} {
+		if code, out := run(args...); code != 0 {
+			t.Fatalf("%v = %d %s", args, code, out)
+		}
+	}
+	code, out := run("exec", "-c", `exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'GET http://blocked.test/ HTTP/1.0\r\nHost: blocked.test\r\n\r\n' >&3 && head -n 1 <&3`)
+	if code != 0 || !strings.Contains(out, "403") {
+		t.Fatalf("exec through the relay = %d %q; want the proxy's 403", code, out)
+	}
+	code, out = run("audit", "show", "--kind", "egress")
+	if code != 0 || !strings.Contains(out, "denied") || !strings.Contains(out, "blocked.test:80") || !strings.Contains(out, "local") {
+		t.Errorf("audit show --kind egress = %d %q; want the denied connection to blocked.test", code, out)
+	}
+	run("sessions", "rm", "--all")
 }
