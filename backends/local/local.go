@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
@@ -52,6 +53,7 @@ type Backend struct {
 	resolver      egress.Resolver // Section.EgressResolver
 	allowLoopback bool
 
+	nsFailed  atomic.Bool // a session start could not make the namespaces (auto ran without them)
 	probeOnce sync.Once
 	nsOK      bool
 	nsDetail  string
@@ -211,7 +213,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	c := sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
 		Network:   true}
-	if b.ns != nil {
+	if b.ns != nil && !b.nsFailed.Load() {
 		c.Isolation = "namespaces: commands run on this host as the current user, in mount, PID and IPC namespaces of their own " +
 			"(local.deny_read and this tool's files unreadable, no process of the caller visible) under Landlock write rules"
 		if b.network != config.LocalNetworkHost {
@@ -236,7 +238,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
-		if b.ns != nil {
+		if b.ns != nil && !b.nsFailed.Load() {
 			return b.startInNamespaces(ctx, name, dir)
 		}
 		return b.startInProcess(ctx, name, dir)

@@ -129,6 +129,7 @@ func (b *Backend) startInNamespaces(ctx context.Context, name, dir string) (chan
 				"local.confine is %s with local.network %s, and %v; refusing to run unprotected (local.confine auto with local.network host runs with Landlock alone): %w",
 				b.mode, b.network, err, sandbox.ErrUnavailable)}
 		}
+		b.nsFailed.Store(true)
 		b.say(fmt.Sprintf("hermes-sandbox: local commands run WITHOUT namespaces: %v. Enforced: %s. Not enforced: local.deny_read, hiding this tool's files and processes. (local.confine strict refuses to run like this.)", err, b.status))
 		return b.startInProcess(ctx, name, dir)
 	}

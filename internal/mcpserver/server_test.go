@@ -49,7 +49,7 @@ func TestHandshakeAndTools(t *testing.T) {
 	if init.ProtocolVersion != mcpserver.ProtocolVersions[0] {
 		t.Errorf("negotiated %q; want %q", init.ProtocolVersion, mcpserver.ProtocolVersions[0])
 	}
-	for _, want := range []string{`"local" sandbox backend`, "Isolation: none", "can reach the network", "persist", "approvals.mode manual"} {
+	for _, want := range []string{`"local" sandbox backend`, "Isolation: namespaces", "can reach the network", "persist", "approvals.mode manual"} {
 		if !strings.Contains(init.Instructions, want) {
 			t.Errorf("instructions lack %q:\n%s", want, init.Instructions)
 		}
