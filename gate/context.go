@@ -33,17 +33,7 @@ const (
 // the command's own directory and variables on top.
 func (s *Session) sessionContext(ctx context.Context, dir string, env map[string]string) policy.Context {
 	sc := policy.Context{CmdEnv: env}
-	cwd, senv := "", map[string]string(nil)
-	if st, ok := s.inner.(ShellStater); ok {
-		sctx, cancel := context.WithTimeout(ctx, stateTimeout)
-		c, e, err := st.ShellState(sctx)
-		cancel()
-		if err == nil && path.IsAbs(c) {
-			cwd, senv = path.Clean(c), e
-		} else if err != nil {
-			s.b.opts.Logger.Debug("session state unknown", "err", err)
-		}
-	}
+	cwd, senv := s.shellState(ctx)
 	sc.Env = maps.Clone(senv)
 	if sc.Env == nil && len(env) > 0 {
 		sc.Env = map[string]string{}
@@ -69,6 +59,26 @@ func (s *Session) sessionContext(ctx context.Context, dir string, env map[string
 		sc.ReadFile = func(p string) ([]byte, error) { return readForCheck(ctx, fsys, p) }
 	}
 	return sc
+}
+
+// shellState is the session's directory (absolute and clean, or "" when unknown) and
+// exported environment, as the session reports them.
+func (s *Session) shellState(ctx context.Context) (cwd string, env map[string]string) {
+	st, ok := s.inner.(ShellStater)
+	if !ok {
+		return "", nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	c, e, err := st.ShellState(sctx)
+	cancel()
+	switch {
+	case err != nil:
+		s.b.opts.Logger.Debug("session state unknown", "err", err)
+		return "", nil
+	case !path.IsAbs(c):
+		return "", nil
+	}
+	return path.Clean(c), e
 }
 
 // remember keeps the session's PATH and directory as first seen (persisted, so a later CLI

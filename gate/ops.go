@@ -136,13 +136,16 @@ func quote(p string) string {
 	return q
 }
 
-// ReadFile is gated like `cat PATH`, so reading credentials needs approval.
+// ReadFile is gated like `cat PATH`, so reading credentials needs approval. PATH is judged
+// as written and as the file it names (see fileTarget): `~/.ssh/id_ed25519`, or a link to
+// it, is judged as the key it opens.
 func (s *Session) ReadFile(ctx context.Context, p string, offset, limit int64) ([]byte, error) {
 	fs, err := s.files()
 	if err != nil {
 		return nil, err
 	}
-	c := &call{tool: audit.ToolReadFile, label: "read_file", command: "read " + p, classify: "cat " + quote(p),
+	t := s.fileTarget(ctx, p)
+	c := &call{tool: audit.ToolReadFile, label: "read_file", command: "read " + t.shown(), classify: t.reading("cat"),
 		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}}}
 	if err := s.admit(ctx, c); err != nil {
 		return nil, err
@@ -157,19 +160,24 @@ func (s *Session) ReadFile(ctx context.Context, p string, offset, limit int64) (
 }
 
 // WriteFile is gated like `cat > PATH` in the session's directory, so writes to rc files,
-// /etc or this tool's own settings are caught. Content written with an executable name or
-// mode (or a #! line) is classified as the program it will be, so a hardline script is
+// /etc or this tool's own settings are caught, whether PATH names them directly, through
+// "~" or through a symbolic link (see fileTarget). Content written with an executable name
+// or mode (or a #! line) is classified as the program it will be, so a hardline script is
 // refused when written, and again when run.
 func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uint32) error {
 	fs, err := s.files()
 	if err != nil {
 		return err
 	}
-	c := &call{tool: audit.ToolWriteFile, label: "write_file", command: fmt.Sprintf("write %s (%d bytes)", p, len(data)),
-		classify: "cat > " + quote(p),
+	t := s.fileTarget(ctx, p)
+	c := &call{tool: audit.ToolWriteFile, label: "write_file", command: fmt.Sprintf("write %s (%d bytes)", t.shown(), len(data)),
+		classify: t.writing(),
 		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}, {s.b.opts.Tools.FileWrite, "file_write"}}}
-	if executableName(p, mode, data) {
+	switch {
+	case executableName(p, mode, data):
 		c.script, c.scriptName = data, p
+	case t.real != "" && executableName(t.real, mode, data):
+		c.script, c.scriptName = data, t.real
 	}
 	if err := s.admit(ctx, c); err != nil {
 		return err
@@ -179,13 +187,14 @@ func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uin
 	return err
 }
 
-// ListDir is gated like `ls PATH`.
+// ListDir is gated like `ls PATH`, PATH judged as written and as the directory it names.
 func (s *Session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 	fs, err := s.files()
 	if err != nil {
 		return nil, err
 	}
-	c := &call{tool: "list_dir", label: "list_dir", command: "list " + p, classify: "ls " + quote(p),
+	t := s.fileTarget(ctx, p)
+	c := &call{tool: "list_dir", label: "list_dir", command: "list " + t.shown(), classify: t.reading("ls"),
 		switches: []toolSwitch{{s.b.opts.Tools.FileSystem, "file_system"}}}
 	if err := s.admit(ctx, c); err != nil {
 		return nil, err

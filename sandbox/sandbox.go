@@ -206,6 +206,16 @@ type FileSystem interface {
 	ListDir(ctx context.Context, path string) ([]FileInfo, error)
 }
 
+// PathResolver is implemented by sessions that can say which file a path names inside the
+// sandbox, as the sandbox sees its own file system (a container's or a remote host's, not
+// this host's). ResolvePath returns p as the session's file operations would open it: "~"
+// and "~/…" expanded with the session's HOME, a relative path joined to the session's working
+// directory, and symbolic links followed as far as the path exists; the part that does not
+// exist yet is appended as written. The gate judges this path as well as the one written.
+type PathResolver interface {
+	ResolvePath(ctx context.Context, p string) (string, error)
+}
+
 // Checker is implemented by backends that can tell, quickly, whether they are usable here.
 // The error says what is wrong and what to do (`hermes-sandbox doctor` prints it).
 type Checker interface {

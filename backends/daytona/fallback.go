@@ -699,6 +699,20 @@ func (s *session) fileOp(ctx context.Context, p string) (toolbox, sandboxInfo, s
 	return s.b.api.toolbox(sb), sb, abs, nil
 }
 
+// ResolvePath resolves p over the helper (sandbox.PathResolver). Toolbox sessions cannot:
+// there it fails with ErrUnsupported, and the gate judges p with ~ and the session's
+// directory applied.
+func (s *session) ResolvePath(ctx context.Context, p string) (string, error) {
+	if !s.usesSessions() {
+		r, err := s.Session.ResolvePath(ctx, p)
+		if !isFallback(err) {
+			return r, err
+		}
+	}
+	return "", &sandbox.Error{Backend: Name, Op: "resolve " + p, ID: s.name,
+		Err: fmt.Errorf("toolbox sessions cannot resolve paths: %w", sandbox.ErrUnsupported)}
+}
+
 // ReadFile reads up to limit bytes (0 = all) from offset.
 func (s *session) ReadFile(ctx context.Context, p string, offset, limit int64) ([]byte, error) {
 	if !s.usesSessions() {

@@ -115,6 +115,21 @@ func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	return s.execFallback(ctx, cmd)
 }
 
+// ResolvePath resolves p over the helper (sandbox.PathResolver). The per-command fallback
+// cannot: there it fails with ErrUnsupported, and the gate judges p with ~ and the session's
+// directory applied.
+func (s *session) ResolvePath(ctx context.Context, p string) (string, error) {
+	if !s.usesFallback() {
+		r, err := s.Session.ResolvePath(ctx, p)
+		var fb *errFallback
+		if !errors.As(err, &fb) {
+			return r, err
+		}
+	}
+	return "", &sandbox.Error{Backend: Name, Op: "resolve " + p, ID: s.name,
+		Err: fmt.Errorf("the per-command fallback cannot resolve paths: %w", sandbox.ErrUnsupported)}
+}
+
 func (s *session) usesFallback() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

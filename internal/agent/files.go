@@ -55,6 +55,8 @@ func (s *Server) call(id uint32, req CallRequest) {
 		s.goTracked(func() { s.readFile(id, req) })
 	case opListDir:
 		s.listDir(id, req)
+	case opResolvePath:
+		s.goTracked(func() { s.resolvePath(id, req) })
 	case opJobStart, opJobList, opJobPoll, opJobWait, opJobKill:
 		s.goTracked(func() { s.jobCall(id, req) })
 	default:

@@ -282,6 +282,10 @@ const (
 	// opSeedEnv adds passed-through variables the session has never had, without putting
 	// their values on a command line (for helpers started where the environment cannot be set).
 	opSeedEnv = "seed_env"
+	// opResolvePath answers which file a path names: ~ and the session's directory applied
+	// as the file calls apply them, symbolic links followed (helpers before it answer
+	// KindUnsupported, as for any unknown operation).
+	opResolvePath = "resolve_path"
 )
 
 // Bytes is a string that crosses the wire unchanged even when it is not valid UTF-8 (JSON

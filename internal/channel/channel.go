@@ -248,17 +248,23 @@ func (s *Session) Close() error {
 
 // call runs a helper call with the session's error mapping.
 func (s *Session) call(ctx context.Context, op string, req agent.CallRequest, out any, data io.Writer, upload io.Reader) error {
+	return s.with(ctx, op, upload == nil, func(c *agent.Client) error { return c.Call(ctx, req, out, data, upload) })
+}
+
+// with runs fn on a live helper client with the session's error mapping; when retry is set
+// and the request never reached a dead stream, once more on a new helper.
+func (s *Session) with(ctx context.Context, op string, retry bool, fn func(*agent.Client) error) error {
 	client, err := s.Client(ctx)
 	if err != nil {
 		return s.wrap(op, err)
 	}
-	err = client.Call(ctx, req, out, data, upload)
-	if errors.Is(err, agent.ErrNotSent) && upload == nil {
+	err = fn(client)
+	if errors.Is(err, agent.ErrNotSent) && retry {
 		s.drop(client)
 		if client, err = s.Client(ctx); err != nil {
 			return s.wrap(op, err)
 		}
-		err = client.Call(ctx, req, out, data, upload)
+		err = fn(client)
 	}
 	return s.wrap(op, err)
 }
@@ -303,6 +309,22 @@ func (s *Session) ShellState(ctx context.Context) (string, map[string]string, er
 // WriteFile writes data to p atomically, creating parent directories.
 func (s *Session) WriteFile(ctx context.Context, p string, data []byte, mode uint32) error {
 	return s.call(ctx, "write "+p, agent.CallRequest{Op: "write_file", Path: p, Mode: mode}, nil, nil, bytes.NewReader(data))
+}
+
+// ResolvePath returns the file p names in the sandbox: p as the helper's file calls would
+// open it, with symbolic links followed as far as it exists (sandbox.PathResolver). A helper
+// too old to say fails with an error matching sandbox.ErrUnsupported and agent.ErrNoResolve.
+func (s *Session) ResolvePath(ctx context.Context, p string) (string, error) {
+	var out string
+	err := s.with(ctx, "resolve "+p, true, func(c *agent.Client) error {
+		r, err := c.ResolvePath(ctx, p)
+		if errors.Is(err, agent.ErrNoResolve) {
+			return sandbox.WithKind(sandbox.ErrUnsupported, err)
+		}
+		out = r
+		return err
+	})
+	return out, err
 }
 
 // ListDir lists a directory.
@@ -392,9 +414,10 @@ func (s *Session) KillJob(ctx context.Context, id string) (sandbox.JobStatus, er
 }
 
 var (
-	_ sandbox.Session    = (*Session)(nil)
-	_ sandbox.JobRunner  = (*Session)(nil)
-	_ sandbox.FileSystem = (*Session)(nil)
+	_ sandbox.Session      = (*Session)(nil)
+	_ sandbox.JobRunner    = (*Session)(nil)
+	_ sandbox.FileSystem   = (*Session)(nil)
+	_ sandbox.PathResolver = (*Session)(nil)
 )
 
 // Shell runs an interactive shell on a pseudo-terminal inside the sandbox.

@@ -109,6 +109,32 @@ func (s *suite) testGateWithState(t *testing.T) {
 			}
 		})
 	}
+	if fs, ok := gs.(sandbox.FileSystem); ok && s.b.Capabilities().Files {
+		// The file calls follow links the gate cannot see in the path's text: a session that
+		// resolves paths (sandbox.PathResolver) lets the gate judge the file they open.
+		resolves := false
+		if r, ok := any(raw).(sandbox.PathResolver); ok {
+			_, err := r.ResolvePath(s.ctx(t), work)
+			resolves = err == nil // not in a fallback mode without the helper
+		}
+		for _, c := range []struct{ name, link, target, path string }{
+			{"write_file through a link", "innocent", prot + "/config.yaml", "innocent"},
+			{"write_file into a linked directory", "settings", prot, "settings/config.yaml"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				if !resolves {
+					t.Skip("the session does not resolve paths (sandbox.PathResolver)")
+				}
+				s.sh(t, raw, "cd "+work+" && ln -sfn "+c.target+" "+c.link)
+				err := fs.WriteFile(s.ctx(t), c.path, []byte("pwned\n"), 0o644)
+				var re *gate.RefusedError
+				if !errors.As(err, &re) || re.Reason != "hardline" {
+					t.Errorf("WriteFile(%q -> %s) error = %v; want a hardline refusal", c.path, c.target, err)
+				}
+				s.untouched(t, raw, target)
+			})
+		}
+	}
 	// A safe command still runs, in the state the earlier steps left.
 	res, err := gs.Exec(s.ctx(t), sandbox.Command{Script: "cat protected/config.yaml", Dir: work})
 	if err != nil || res.Stdout != "original\n" {

@@ -692,7 +692,46 @@ func (s *suite) testFiles(t *testing.T) {
 	if err != nil || !bytes.Equal(got, big) {
 		t.Errorf("big file round trip: %d bytes, %v", len(got), err)
 	}
+	if r, ok := sess.(sandbox.PathResolver); ok {
+		s.checkResolve(t, sess, r, s.opts.Scratch+"/hermes-files")
+	}
 	s.sh(t, sess, "rm -rf "+s.opts.Scratch+"/hermes-files")
+}
+
+// checkResolve checks sandbox.PathResolver in dir, the session's directory (which holds
+// sub/f.bin): links made by the shell are followed as the sandbox sees them, a path that does
+// not exist yet keeps its tail, and "~" is the session's HOME.
+func (s *suite) checkResolve(t *testing.T, sess sandbox.Session, r sandbox.PathResolver, dir string) {
+	t.Helper()
+	ctx := s.ctx(t)
+	if _, err := r.ResolvePath(ctx, dir); errors.Is(err, sandbox.ErrUnsupported) {
+		t.Logf("ResolvePath: %v (a mode without the helper)", err)
+		return
+	}
+	res := s.sh(t, sess, "ln -s sub/f.bin link && ln -s sub linkdir && ln -s missing/target dangling && pwd -P")
+	real := strings.TrimSpace(res.Stdout)
+	if res.ExitCode != 0 || !strings.HasPrefix(real, "/") {
+		t.Fatalf("making links in %s = %d %q %q", dir, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	for _, c := range []struct{ in, want string }{
+		{"link", real + "/sub/f.bin"},
+		{dir + "/link", real + "/sub/f.bin"},
+		{"linkdir/f.bin", real + "/sub/f.bin"},
+		{"./linkdir/new/file", real + "/sub/new/file"},
+		{"dangling", real + "/missing/target"},
+		{"sub/../f-new", real + "/f-new"},
+	} {
+		if got, err := r.ResolvePath(ctx, c.in); err != nil || got != c.want {
+			t.Errorf("ResolvePath(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if res := s.sh(t, sess, `cd -P ~ 2>/dev/null && pwd -P`); res.ExitCode == 0 {
+		home := strings.TrimSpace(res.Stdout)
+		if got, err := r.ResolvePath(ctx, "~/.hermes-no-such"); err != nil || got != home+"/.hermes-no-such" {
+			t.Errorf("ResolvePath(~/.hermes-no-such) = %q, %v; want %q", got, err, home+"/.hermes-no-such")
+		}
+		s.sh(t, sess, "cd "+dir)
+	}
 }
 
 func (s *suite) testJobs(t *testing.T) {
