@@ -192,3 +192,56 @@ func BenchmarkConfinement(b *testing.B) {
 		b.ReportMetric(float64(d[len(d)*95/100].Microseconds())/1000, name+"-p95-ms")
 	}
 }
+
+// BenchmarkFirstCommand is a new session's first `true` (the namespaces made, or the helper
+// started in-process), then its removal, alternating off, Landlock alone, namespaces and
+// strict in one run. It reports each mode's p50 in milliseconds.
+func BenchmarkFirstCommand(b *testing.B) {
+	modes := []struct {
+		name string
+		sec  local.Section
+	}{
+		{"off", local.Section{Confine: config.ConfineOff}},
+		{"landlock", local.Section{Confine: config.ConfineAuto, NoNamespaces: true}},
+		{"namespaces", local.Section{Confine: config.ConfineAuto}},
+		{"strict-none", local.Section{Confine: config.ConfineStrict}},
+	}
+	ctx := context.Background()
+	work := b.TempDir()
+	backends := make([]sandbox.Backend, len(modes))
+	for i, m := range modes {
+		cfg := config.NewConfig()
+		cfg.Terminal.Cwd = work
+		be, err := local.NewWith(m.sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: b.TempDir(), Environ: []string{"PATH=/usr/bin:/bin"}}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer be.Close()
+		backends[i] = be
+	}
+	ds := make([][]time.Duration, len(modes))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k, be := range backends {
+			name := fmt.Sprintf("first%d", i)
+			t := time.Now()
+			sess, err := be.Open(ctx, name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := sess.Exec(ctx, sandbox.Command{Script: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+			ds[k] = append(ds[k], time.Since(t))
+			sess.Close()
+			if err := be.(sandbox.SessionManager).Remove(ctx, name); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	for k, d := range ds {
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, modes[k].name+"-p50-ms")
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox/nsinit"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -86,8 +87,8 @@ func (b *Backend) setNamespaces(sec Section) error {
 	} else {
 		hide = append(hide, sec.Protect...)
 	}
-	b.ns = &nsbox.Spec{SockDir: b.nsSockDir(), Hide: hide, DenyRead: deny, Network: nsbox.Network(b.network),
-		Keep: []string{b.cwd}, Confine: conf}
+	b.ns = &nsbox.Spec{Layout: nsinit.Layout{SockDir: b.nsSockDir(), Hide: hide, DenyRead: deny, Network: nsbox.Network(b.network),
+		Keep: []string{b.cwd}}, Confine: conf}
 	if b.network == config.LocalNetworkAllowlist {
 		for k, v := range egress.ProxyEnv() {
 			b.env = append(b.env, k+"="+v)

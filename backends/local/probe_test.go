@@ -47,7 +47,15 @@ type probe struct {
 	name   string
 	script string
 	net    string // "", "tcp", "udp" or "unix": the listener it tries to reach
+	// caller: it looks for the token in the calling process's environment (callerEnv), not
+	// the key.
+	caller bool
 }
+
+// callerEnv holds, in the environment the suite's process was started with, a token the way
+// a CLI process holds the caller's credentials: never passed to a command, so only /proc could
+// show it.
+const callerEnv = "HERMES_PROBE_CALLER_TOKEN"
 
 // probes are the attempts, with placeholders: SECRET (the key's path), TOOLSECRETS (this
 // tool's secrets file), TCPPORT, UDPPORT, UNIXSOCK, TAG (the probe's own tag, which a net probe
@@ -72,8 +80,8 @@ var probes = []probe{
 	{name: "unmount the placeholder", script: `umount ~/.ssh 2>/dev/null; cat SECRET`},
 	{name: "user namespace then unmount", script: `unshare -Urm sh -c 'umount "$HOME/.ssh"; cat "$HOME/.ssh/id_ed25519"'`},
 	{name: "this tool's secrets file", script: `cat TOOLSECRETS`},
-	{name: "the caller's environment in /proc", script: `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'`},
-	{name: "environ of every process, one by one", script: `for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null; done | tr '\0' '\n'`},
+	{name: "the caller's environment in /proc", caller: true, script: `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'`},
+	{name: "environ of every process, one by one", caller: true, script: `for p in /proc/[0-9]*; do cat $p/environ 2>/dev/null; done | tr '\0' '\n'`},
 	{name: "bash /dev/tcp", net: "tcp", script: `exec 3<>/dev/tcp/127.0.0.1/TCPPORT && echo TAG >&3`},
 	{name: "python tcp socket", net: "tcp", script: `python3 -c "import socket;s=socket.create_connection(('127.0.0.1',TCPPORT),3);s.sendall(b'TAG')"`},
 	{name: "python http", net: "tcp", script: `python3 -c "import urllib.request;urllib.request.urlopen('http://127.0.0.1:TCPPORT/TAG',timeout=3)"`},
@@ -191,9 +199,6 @@ func newProbeEnv(t *testing.T, mode config.Confine) *probeEnv {
 	must(t, os.WriteFile(filepath.Join(e.cfgDir, "secrets.yaml"), []byte("modal:\n  token_secret: "+e.secret+"\n"), 0o600))
 	cfgFile := filepath.Join(e.cfgDir, "config.yaml")
 	must(t, os.WriteFile(cfgFile, []byte("# probes\n"), 0o600))
-	// The caller's environment holds the secret too (a token the CLI was started with); it is
-	// not passed through, so only /proc could show it.
-	t.Setenv("HERMES_PROBE_CALLER_TOKEN", e.secret)
 	cfg, err := config.LoadWith(config.Options{Path: cfgFile})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +237,8 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// TestProbes runs the probes as this user and, as root, as probeUser too.
+// TestProbes runs the probes in a process started with a token in its environment (as a
+// CLI holds the caller's): as this user, and as root also as probeUser.
 func TestProbes(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("namespaces are Linux-only")
@@ -243,12 +249,24 @@ func TestProbes(t *testing.T) {
 	if err := nsbox.Probe(nsbox.NetworkNone); err != nil {
 		testenv.Missing(t, "nsbox", err.Error())
 	}
-	me := "as uid " + strconv.Itoa(os.Getuid())
-	t.Run(me, runProbes)
-	if os.Getenv(childEnv) != "" || os.Getuid() != 0 {
+	if os.Getenv(childEnv) != "" {
+		if os.Getenv(callerEnv) == "" {
+			t.Fatalf("%s is not set", callerEnv)
+		}
+		t.Run("as uid "+strconv.Itoa(os.Getuid()), runProbes)
 		return
 	}
-	t.Run("as "+probeUser, func(t *testing.T) { runAsProbeUser(t) })
+	t.Run("as uid "+strconv.Itoa(os.Getuid()), func(t *testing.T) { runChild(t, nil) })
+	if os.Getuid() != 0 {
+		return
+	}
+	t.Run("as "+probeUser, func(t *testing.T) {
+		u, err := user.Lookup(probeUser)
+		if err != nil {
+			testenv.Missing(t, "probe-user", fmt.Sprintf("no user %s (scripts/test-deps.sh creates it: useradd --system --create-home %s): %v", probeUser, probeUser, err))
+		}
+		runChild(t, u)
+	})
 }
 
 func runProbes(t *testing.T) {
@@ -280,7 +298,11 @@ func probeAll(t *testing.T, mode config.Confine, leak bool) {
 			}
 			out := res.Stdout + res.Stderr
 			flat := strings.Join(strings.Fields(out), "")
-			read := strings.Contains(flat, e.secret)
+			want := e.secret
+			if p.caller {
+				want = os.Getenv(callerEnv)
+			}
+			read := strings.Contains(flat, want)
 			switch {
 			case p.net == "" && leak && !read:
 				t.Errorf("unconfined, the probe did not read the secret (exit %d): %q", res.ExitCode, out)
@@ -309,35 +331,40 @@ func probeAll(t *testing.T, mode config.Confine, leak bool) {
 	}
 }
 
-// runAsProbeUser runs this test binary again as probeUser (created by scripts/test-deps.sh),
-// from a copy it can execute, with a home of its own.
-func runAsProbeUser(t *testing.T) {
-	u, err := user.Lookup(probeUser)
-	if err != nil {
-		testenv.Missing(t, "probe-user", fmt.Sprintf("no user %s (scripts/test-deps.sh creates it: useradd --system --create-home %s): %v", probeUser, probeUser, err))
+// runChild runs this test binary again, with a token in its environment, as u (nil: this
+// user), from a copy u can execute, with u's home.
+func runChild(t *testing.T, u *user.User) {
+	bin, err := os.Executable()
+	must(t, err)
+	dir := filepath.Dir(bin)
+	env := []string{childEnv + "=1", callerEnv + "=probecaller" + randomHex(4), "PATH=/usr/local/bin:/usr/bin:/bin",
+		"HERMES_SANDBOX_TEST_REQUIRE=" + os.Getenv("HERMES_SANDBOX_TEST_REQUIRE")}
+	var attr *syscall.SysProcAttr
+	uid := strconv.Itoa(os.Getuid())
+	if u == nil {
+		env = append(env, "HOME="+os.Getenv("HOME"))
+	} else {
+		uid = u.Uid
+		n, _ := strconv.Atoi(u.Uid)
+		g, _ := strconv.Atoi(u.Gid)
+		attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(n), Gid: uint32(g)}}
+		env = append(env, "HOME="+u.HomeDir, "USER="+u.Username)
+		dir, err = os.MkdirTemp("/var/tmp", "hermes-probe-bin-")
+		must(t, err)
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		must(t, os.Chmod(dir, 0o755))
+		data, err := os.ReadFile(bin)
+		must(t, err)
+		bin = filepath.Join(dir, "local.test")
+		must(t, os.WriteFile(bin, data, 0o755))
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("/var/tmp", "hermes-probe-bin-")
-	must(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	must(t, os.Chmod(dir, 0o755))
-	self, err := os.Executable()
-	must(t, err)
-	bin := filepath.Join(dir, "local.test")
-	data, err := os.ReadFile(self)
-	must(t, err)
-	must(t, os.WriteFile(bin, data, 0o755))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-test.run", "^TestProbes$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{childEnv + "=1", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + u.HomeDir, "USER=" + probeUser,
-		"HERMES_SANDBOX_TEST_REQUIRE=" + os.Getenv("HERMES_SANDBOX_TEST_REQUIRE")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = dir, env, attr
 	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestProbes/as_uid_"+u.Uid)) {
-		t.Fatalf("the probes as %s (uid %s): %v\n%s", probeUser, u.Uid, err, out)
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestProbes/as_uid_"+uid)) {
+		t.Fatalf("the probes as uid %s: %v\n%s", uid, err, out)
 	}
-	t.Logf("as %s (uid %s): every probe held under strict and leaked with confine off", probeUser, u.Uid)
+	t.Logf("as uid %s: every probe held under strict and leaked with confine off", uid)
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox/nsinit"
 )
 
 // startTimeout bounds an init's set-up, from fork to its first answer.
@@ -243,7 +244,7 @@ func startInit(ctx context.Context, spec Spec) error {
 
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"hermes-sandbox-init", spec.Session}
-	cmd.Env = []string{envRole + "=" + roleInit, "PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Env = []string{nsinit.EnvRole + "=" + nsinit.RoleInit, "PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{lf, specR, statW} // 3, 4, 5
@@ -331,9 +332,9 @@ func sysProcAttr(spec Spec) *syscall.SysProcAttr {
 func Probe(network Network) error {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{"hermes-sandbox-probe"}
-	cmd.Env = []string{envRole + "=" + roleProbe}
+	cmd.Env = []string{nsinit.EnvRole + "=" + nsinit.RoleProbe}
 	cmd.Dir = "/"
-	cmd.SysProcAttr = sysProcAttr(Spec{Network: network})
+	cmd.SysProcAttr = sysProcAttr(Spec{Layout: nsinit.Layout{Network: network}})
 	cmd.SysProcAttr.Setsid = false
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -17,139 +16,16 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox/nsinit"
 )
 
-// envRole tells this binary, re-executed, which part it plays; set only by startInit and the
-// init itself.
-const envRole = "HERMES_SANDBOX_NSBOX"
-
-const (
-	roleInit   = "init"
-	roleServer = "server"
-	roleProbe  = "probe"
-)
-
-// The re-executed binary becomes the init or the server before anything else of it runs
-// (package initialisation runs before main, in every binary that links this package: the
-// CLI, a library user's program, a test binary).
+// The re-executed binary becomes the helper inside a session's namespaces (started by the
+// init, package nsinit) before main runs, in every binary that links this package: the CLI,
+// a library user's program, a test binary.
 func init() {
-	switch os.Getenv(envRole) {
-	case roleInit:
-		os.Exit(runInit())
-	case roleServer:
+	if os.Getenv(nsinit.EnvRole) == nsinit.RoleServer {
 		os.Exit(runServer())
-	case roleProbe:
-		os.Exit(runProbe())
 	}
-}
-
-// runProbe does in new namespaces what an init does first (see Probe).
-func runProbe() int {
-	err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
-	if err == nil {
-		err = unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k")
-	}
-	if err == nil {
-		err = unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mount in the new namespaces:", err)
-		return 1
-	}
-	return 0
-}
-
-// runInit is PID 1 of the session's namespaces: it sets up the mounts and the network,
-// starts the server, reaps orphans, and exits (taking every process inside with it) when the
-// server does.
-func runInit() int {
-	os.Unsetenv(envRole)
-	lf := os.NewFile(3, "listener")
-	specR := os.NewFile(4, "spec")
-	status := os.NewFile(5, "status")
-	fail := func(err error) int {
-		fmt.Fprintf(status, "error %s\n", oneLine(err.Error()))
-		fmt.Fprintln(os.Stderr, "hermes-sandbox init:", err)
-		return 1
-	}
-	var spec Spec
-	if err := json.NewDecoder(specR).Decode(&spec); err != nil {
-		return fail(fmt.Errorf("read the spec: %w", err))
-	}
-	specR.Close()
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	rep, err := setup(spec)
-	if err != nil {
-		return fail(err)
-	}
-	// The helper gets no capability: the ambient ones the init was given (without root) are
-	// dropped from this thread, the one package initialisation runs on and the helper is
-	// forked from.
-	if err := dropInheritable(); err != nil {
-		return fail(fmt.Errorf("drop ambient capabilities: %w", err))
-	}
-	// The server gets the spec and the report on a pipe, and the listener.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"hermes-sandbox-helper", spec.Session}
-	cmd.Env = []string{envRole + "=" + roleServer, "PATH=" + os.Getenv("PATH")}
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{lf, pr}
-	if err := cmd.Start(); err != nil {
-		return fail(fmt.Errorf("start the helper: %w", err))
-	}
-	pr.Close()
-	lf.Close()
-	_ = json.NewEncoder(pw).Encode(serverSpec{Spec: spec, Report: rep})
-	pw.Close()
-	fmt.Fprintln(status, "ok")
-	status.Close()
-	server := cmd.Process.Pid
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || pid == server {
-			return 0
-		}
-	}
-}
-
-// dropInheritable clears the calling thread's ambient and inheritable capabilities (the
-// latter would pass on to a program with inheritable file capabilities).
-func dropInheritable() error {
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return err
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return err
-	}
-	data[0].Inheritable, data[1].Inheritable = 0, 0
-	return unix.Capset(&hdr, &data[0])
-}
-
-func oneLine(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '\n' || c == '\r' {
-			b[i] = ' '
-		}
-	}
-	return string(b)
-}
-
-// serverSpec is what the init hands its server.
-type serverSpec struct {
-	Spec   Spec   `json:"spec"`
-	Report Report `json:"report"`
 }
 
 // server accepts the clients of one session's namespaces.
@@ -166,11 +42,16 @@ type server struct {
 // runServer serves clients until none is left and no process runs inside besides the init
 // and itself.
 func runServer() int {
-	os.Unsetenv(envRole)
+	os.Unsetenv(nsinit.EnvRole)
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	var ss serverSpec
+	var ss nsinit.ServerSpec
+	var spec Spec
 	f := os.NewFile(4, "spec")
-	if err := json.NewDecoder(f).Decode(&ss); err != nil {
+	err := json.NewDecoder(f).Decode(&ss)
+	if err == nil {
+		err = json.Unmarshal(ss.Spec, &spec)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hermes-sandbox helper: read the spec:", err)
 		return 1
 	}
@@ -181,7 +62,7 @@ func runServer() int {
 		return 1
 	}
 	rep, _ := json.Marshal(ss.Report)
-	s := &server{spec: ss.Spec, report: rep, l: fl.(*net.UnixListener), seen: time.Now()}
+	s := &server{spec: spec, report: rep, l: fl.(*net.UnixListener), seen: time.Now()}
 	go s.idle()
 	for {
 		c, err := s.l.AcceptUnix()
@@ -252,7 +133,7 @@ func (s *server) handle(c *net.UnixConn) {
 	_ = c.SetReadDeadline(time.Time{})
 	var req request
 	if err := json.Unmarshal([]byte(line), &req); err != nil {
-		fmt.Fprintf(c, "error bad request: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(c, "error bad request: %s\n", nsinit.OneLine(err.Error()))
 		return
 	}
 	switch req.Op {
@@ -263,7 +144,7 @@ func (s *server) handle(c *net.UnixConn) {
 		}
 		srv, err := agent.NewServer(agent.Options{StateDir: s.spec.StateDir, Shell: h.Shell, Env: h.Env, Cwd: h.Cwd, Confine: s.spec.Confine})
 		if err != nil {
-			fmt.Fprintf(c, "error %s\n", oneLine(err.Error()))
+			fmt.Fprintf(c, "error %s\n", nsinit.OneLine(err.Error()))
 			return
 		}
 		fmt.Fprintf(c, "ok %s\n", s.report)

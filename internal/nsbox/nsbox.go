@@ -19,41 +19,23 @@ import (
 	"encoding/json"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox/nsinit"
 )
 
 // Network is what a session's commands can reach.
-type Network string
+type Network = nsinit.Network
 
 // Networks.
 const (
-	// NetworkHost shares this host's network.
-	NetworkHost Network = "host"
-	// NetworkNone gives commands a network namespace with loopback only.
-	NetworkNone Network = "none"
-	// NetworkAllowlist is NetworkNone plus a relay on 127.0.0.1:3128 that carries each
-	// connection to the filtering proxy in the client's process.
-	NetworkAllowlist Network = "allowlist"
+	NetworkHost      = nsinit.NetworkHost
+	NetworkNone      = nsinit.NetworkNone
+	NetworkAllowlist = nsinit.NetworkAllowlist
 )
 
-// Spec is what one session's namespaces enforce and how its helper runs.
+// Spec is what one session's namespaces enforce (the layout) and what the helpers inside
+// enforce on their commands.
 type Spec struct {
-	// Session names the session in messages.
-	Session string `json:"session"`
-	// SockDir holds the sockets, locks and logs of the session inits (private, 0700).
-	SockDir string `json:"sock_dir"`
-	// StateDir is the session's own state directory: it stays visible and writable.
-	StateDir string `json:"state_dir"`
-	// Hide are this tool's directories (state, config, audit log, owners): inside, each is an
-	// empty read-only directory (with the way to StateDir kept where it is below one).
-	Hide []string `json:"hide"`
-	// DenyRead are paths commands may neither read nor list: inside, an existing file is an
-	// empty read-only file and a directory an empty one nobody can open.
-	DenyRead []string `json:"deny_read"`
-	// Network is the session's network.
-	Network Network `json:"network"`
-	// Keep are paths that must stay visible (the working directory): a Hide or DenyRead
-	// entry that holds one is left alone and reported.
-	Keep []string `json:"keep"`
+	nsinit.Layout
 	// Confine is the Landlock write rules (and the rest of agent.Confinement) every helper
 	// inside enforces on its commands.
 	Confine *agent.Confinement `json:"confine,omitempty"`
@@ -75,11 +57,5 @@ func (s Spec) key() string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Report says what a session's namespaces enforce, for doctor, sandbox_info and the first
-// command's notice.
-type Report struct {
-	// Enforced are the protections in force, one short phrase each.
-	Enforced []string `json:"enforced"`
-	// Missing are the protections asked for that could not be enforced, with why.
-	Missing []string `json:"missing,omitempty"`
-}
+// Report says what a session's namespaces enforce.
+type Report = nsinit.Report

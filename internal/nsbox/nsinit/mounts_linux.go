@@ -1,6 +1,6 @@
 //go:build linux
 
-package nsbox
+package nsinit
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // (every mount is private), secrets and this tool's files are placeholders, /proc shows the
 // new PID namespace, /dev is minimal, and a new network namespace has loopback up. It runs
 // in PID 1, which has every capability in its namespaces; the commands get none of them.
-func setup(spec Spec) (Report, error) {
+func setup(spec Layout) (Report, error) {
 	var rep Report
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return rep, fmt.Errorf("make mounts private: %w", err)
