@@ -130,20 +130,23 @@ func concurrent(b *testing.B, n int, every time.Duration) {
 	b.ReportMetric(float64(ds[len(ds)*95/100].Microseconds())/1000, "p95-ms")
 }
 
+// confinementModes are the confinements the benchmarks below alternate.
+var confinementModes = []struct {
+	name string
+	sec  local.Section
+}{
+	{"off", local.Section{Confine: config.ConfineOff}},
+	{"landlock", local.Section{Confine: config.ConfineAuto, NoNamespaces: true}},
+	{"namespaces", local.Section{Confine: config.ConfineAuto}},
+	{"strict-none", local.Section{Confine: config.ConfineStrict}},
+}
+
 // BenchmarkConfinement is the per-command cost of `true` in a warm session under each
 // confinement, measured in one run and alternating (off, Landlock alone, namespaces with the
 // host's network, strict with network none, off, …), so a noisy machine weighs on every mode
 // alike. It reports each mode's p50 and p95, and the fork/exec baseline's, in milliseconds.
 func BenchmarkConfinement(b *testing.B) {
-	modes := []struct {
-		name string
-		sec  local.Section
-	}{
-		{"off", local.Section{Confine: config.ConfineOff}},
-		{"landlock", local.Section{Confine: config.ConfineAuto, NoNamespaces: true}},
-		{"namespaces", local.Section{Confine: config.ConfineAuto}},
-		{"strict-none", local.Section{Confine: config.ConfineStrict}},
-	}
+	modes := confinementModes
 	ctx := context.Background()
 	work := b.TempDir()
 	sessions := make([]sandbox.Session, len(modes))
@@ -197,15 +200,7 @@ func BenchmarkConfinement(b *testing.B) {
 // started in-process), then its removal, alternating off, Landlock alone, namespaces and
 // strict in one run. It reports each mode's p50 in milliseconds.
 func BenchmarkFirstCommand(b *testing.B) {
-	modes := []struct {
-		name string
-		sec  local.Section
-	}{
-		{"off", local.Section{Confine: config.ConfineOff}},
-		{"landlock", local.Section{Confine: config.ConfineAuto, NoNamespaces: true}},
-		{"namespaces", local.Section{Confine: config.ConfineAuto}},
-		{"strict-none", local.Section{Confine: config.ConfineStrict}},
-	}
+	modes := confinementModes
 	ctx := context.Background()
 	work := b.TempDir()
 	backends := make([]sandbox.Backend, len(modes))
