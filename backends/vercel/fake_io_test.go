@@ -228,4 +228,3 @@ func (f *fake) pty(w http.ResponseWriter, r *http.Request) {
 	conn.Write(ctx, websocket.MessageText, exit)
 	conn.Close(websocket.StatusNormalClosure, "exited")
 }
-
