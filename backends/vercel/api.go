@@ -532,15 +532,6 @@ func (c *Client) Interactive(ctx context.Context, id string) (wsURL, token strin
 	return out.URL, out.Token, nil
 }
 
-// Mkdir creates a directory (relative paths under cwd).
-func (c *Client) Mkdir(ctx context.Context, id, path, cwd string) error {
-	body := struct {
-		Path string `json:"path"`
-		Cwd  string `json:"cwd,omitempty"`
-	}{path, cwd}
-	return c.call(ctx, http.MethodPost, sessionPath(id, "/fs/mkdir"), nil, body, nil)
-}
-
 // ReadFile reads a whole file; a missing file is an *APIError with status 404.
 func (c *Client) ReadFile(ctx context.Context, id, path, cwd string) ([]byte, error) {
 	b, _ := json.Marshal(struct {

@@ -40,8 +40,8 @@ type fake struct {
 	sessions  map[string]*fSession
 	snapshots map[string]*fSnapshot
 	cmds      map[string]*fCmd
-	ptyTokens map[string]string // token → session id
-	requests  []string          // "METHOD path" of every authorised request
+	term      fakePTY  // the interactive terminal's tokens and knobs (fake_io_test.go)
+	requests  []string // "METHOD path" of every authorised request
 
 	// Knobs for tests.
 	cutWaitAfter  int // cut a command's wait stream after this many log lines (0 = never)
@@ -105,7 +105,7 @@ type fCmd struct {
 func newFake(t testing.TB, cli *client.Client, img string) *fake {
 	f := &fake{t: t, cli: cli, image: img, token: "tok-" + randHex(8), team: "team_" + randHex(4), project: "prj_" + randHex(4),
 		sandboxes: map[string]*fSandbox{}, sessions: map[string]*fSession{}, snapshots: map[string]*fSnapshot{},
-		cmds: map[string]*fCmd{}, ptyTokens: map[string]string{}}
+		cmds: map[string]*fCmd{}}
 	mux := http.NewServeMux()
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request)) {
 		mux.HandleFunc(pattern, f.auth(fn))
@@ -134,6 +134,7 @@ func newFake(t testing.TB, cli *client.Client, img string) *fake {
 	outer := http.NewServeMux()
 	outer.Handle("/api/", http.StripPrefix("/api", mux))
 	outer.HandleFunc("GET /pty/{id}", f.pty)
+	outer.HandleFunc("GET /health", f.health)
 	f.srv = httptest.NewServer(outer)
 	t.Cleanup(f.close)
 	return f

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -50,12 +51,16 @@ func (s *session) ReadFile(ctx context.Context, p string, offset, limit int64) (
 	return data, nil
 }
 
-// WriteFile writes a file with fs/write (a gzipped tar extracted in the file's directory),
-// creating missing parent directories with fs/mkdir.
+// WriteFile writes a file with fs/write, as the SDK's writeFiles does: a gzipped tar
+// extracted at "/", its entry named by the path relative to it; the service makes missing
+// parent directories.
 func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode uint32) error {
 	full, err := s.abs(ctx, p)
 	if err != nil {
 		return &sandbox.Error{Backend: Name, Op: "write " + p, ID: s.name, Err: err}
+	}
+	if full == "/" {
+		return &sandbox.Error{Backend: Name, Op: "write " + p, ID: s.name, Err: fmt.Errorf("/ is a directory: %w", sandbox.ErrInvalidConfig)}
 	}
 	id, err := s.vmID(ctx)
 	if err != nil {
@@ -64,30 +69,9 @@ func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode uin
 	if mode == 0 {
 		mode = 0o644
 	}
-	dir, base := path.Split(full)
-	tgz, err := tarGz(map[string][]byte{base: data}, int64(mode&0o7777))
+	tgz, err := tarGz(map[string][]byte{strings.TrimPrefix(full, "/"): data}, int64(mode&0o7777))
 	if err != nil {
 		return err
 	}
-	err = s.b.api.WriteFiles(ctx, id, dir, tgz)
-	if isNotFound(err) {
-		if err = s.mkdirAll(ctx, id, path.Clean(dir)); err == nil {
-			err = s.b.api.WriteFiles(ctx, id, dir, tgz)
-		}
-	}
-	return s.b.apiErr("write "+full, s.name, err)
-}
-
-// mkdirAll creates dir and its missing parents with fs/mkdir.
-func (s *session) mkdirAll(ctx context.Context, id, dir string) error {
-	err := s.b.api.Mkdir(ctx, id, dir, "")
-	if isNotFound(err) && dir != "/" {
-		if err = s.mkdirAll(ctx, id, path.Dir(dir)); err == nil {
-			err = s.b.api.Mkdir(ctx, id, dir, "")
-		}
-	}
-	if isConflict(err) {
-		return nil
-	}
-	return err
+	return s.b.apiErr("write "+full, s.name, s.b.api.WriteFiles(ctx, id, "/", tgz))
 }

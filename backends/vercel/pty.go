@@ -1,12 +1,14 @@
 package vercel
 
-// The helper channel over the session's interactive PTY WebSocket. POST …/interactive
-// returns {url, token}; the socket takes one JSON start frame (the token, the program, its
-// arguments, directory, environment and terminal size), then carries the terminal's bytes
-// in binary frames both ways; the server ends with an {"type":"exit","exitCode":N} text
-// frame, and {"type":"resize",…} frames resize the terminal. The helper is started behind
-// `stty raw -echo`, so the terminal passes its framed protocol through unchanged: no echo,
-// no line editing, no CR/LF translation, no signal characters, 8-bit clean.
+// The helper channel over the session's interactive PTY, used the way Vercel's own `sandbox`
+// CLI uses it (shared/specs/vercel-sandbox/interactive-shell.ts): POST …/interactive returns
+// {url, token}; the client connects to url?token=… (the token in the query, nowhere else),
+// sends one JSON start frame (program, arguments, directory, the environment as an array of
+// "KEY=VALUE" strings, terminal size), then the terminal's bytes travel in binary frames
+// both ways; {"type":"resize","cols","rows"} text frames resize it, and the server's last
+// text frame is {"type":"exit","code":N}. The helper is started behind `stty raw -echo`, so
+// the terminal passes its framed protocol through unchanged: no echo, no line editing, no
+// CR/LF translation, no signal characters, 8-bit clean.
 
 import (
 	"archive/tar"
@@ -15,9 +17,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path"
 	"sort"
@@ -25,22 +25,26 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 )
 
-// ptyStart is the first frame on the PTY WebSocket.
+// ptyStart is the first frame on the PTY WebSocket (interactive-shell.ts sends type,
+// command, args, env, cwd, cols, rows; nothing else).
 type ptyStart struct {
-	Type    string            `json:"type"` // "start"
-	Token   string            `json:"token"`
-	Command string            `json:"command"`
-	Args    []string          `json:"args"`
-	Cwd     string            `json:"cwd,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	Cols    int               `json:"cols"`
-	Rows    int               `json:"rows"`
+	Type    string   `json:"type"` // "start"
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	Env     []string `json:"env"` // "KEY=VALUE"
+	Cwd     string   `json:"cwd"`
+	Cols    int      `json:"cols"`
+	Rows    int      `json:"rows"`
+}
+
+// ptyControl is a text frame from the server; "exit" carries the program's exit status.
+type ptyControl struct {
+	Type string `json:"type"`
+	Code *int   `json:"code"`
 }
 
 // helperScript starts the helper on the terminal in raw mode; its own diagnostics go to a
@@ -52,23 +56,34 @@ mkdir -p "$1" || exit 97
 stty raw -echo 2>/dev/null || exit 96
 exec "$0" $4 serve --state "$1" --cwd "$2" --shell "$3" 2>>"$1/helper.log"`
 
-// agentUpload is the helper binary, packed once for fs/write.
+// agentUpload is the helper binary, packed once per directory for fs/write.
 type agentUpload struct {
 	sum  string // first 12 hex digits of its sha256
 	data []byte
 	args []string // how the binary starts its server (before "serve")
 
-	packOnce sync.Once
-	tgz      []byte
-	packErr  error
+	packMu sync.Mutex
+	tgz    map[string][]byte // sandbox working directory → gzipped tar
 }
 
-// packed is the helper as a gzipped tar, made once per process.
-func (up *agentUpload) packed() ([]byte, error) {
-	up.packOnce.Do(func() {
-		up.tgz, up.packErr = tarGz(map[string][]byte{"sandbox-agent-" + up.sum: up.data}, 0o755)
-	})
-	return up.tgz, up.packErr
+// packed is the helper as a gzipped tar whose one entry is its path under cwd relative to
+// "/", made once per process and directory.
+func (up *agentUpload) packed(cwd string) ([]byte, error) {
+	up.packMu.Lock()
+	defer up.packMu.Unlock()
+	if t, ok := up.tgz[cwd]; ok {
+		return t, nil
+	}
+	_, bin, _ := helperPaths(cwd, up.sum)
+	t, err := tarGz(map[string][]byte{strings.TrimPrefix(bin, "/"): up.data}, 0o755)
+	if err != nil {
+		return nil, err
+	}
+	if up.tgz == nil {
+		up.tgz = map[string][]byte{}
+	}
+	up.tgz[cwd] = t
+	return t, nil
 }
 
 // agents caches the helper per binary path for the life of the process.
@@ -140,35 +155,20 @@ func tarGz(files map[string][]byte, mode int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// uploadHelper puts the helper into the sandbox with fs/mkdir and fs/write.
+// uploadHelper puts the helper into the sandbox with one fs/write, as the SDK's writeFiles
+// does: a gzipped tar extracted at "/" (x-cwd), its entry named by the path relative to
+// it; the service makes the missing directories. Writing it again is harmless: the name
+// holds the checksum, so a file already there has the same bytes.
 func (b *Backend) uploadHelper(ctx context.Context, vm *VMSession, up *agentUpload) error {
-	dir, _, _ := helperPaths(vm.Cwd, up.sum)
-	if err := b.api.Mkdir(ctx, vm.ID, dir, ""); err != nil && !isConflict(err) {
-		return b.apiErr("upload helper", vm.ID, err)
-	}
-	tgz, err := up.packed()
+	tgz, err := up.packed(vm.Cwd)
 	if err != nil {
 		return err
 	}
-	return b.apiErr("upload helper", vm.ID, b.api.WriteFiles(ctx, vm.ID, dir, tgz))
+	return b.apiErr("upload helper", vm.ID, b.api.WriteFiles(ctx, vm.ID, "/", tgz))
 }
 
-// dialHelper opens the PTY WebSocket and starts the helper on it.
+// dialHelper opens the PTY and starts the helper on it.
 func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload) (*agent.Client, error) {
-	wsURL, token, err := b.api.Interactive(ctx, vm.ID)
-	if err != nil {
-		return nil, b.apiErr("open terminal", vm.ID, err)
-	}
-	var hc *http.Client
-	if b.extra.HTTPClient != nil {
-		hc = b.extra.HTTPClient
-	}
-	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: hc,
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		return nil, b.apiErr("open terminal", vm.ID, fmt.Errorf("dial %s: %w", redactURL(wsURL), err))
-	}
-	conn.SetReadLimit(1 << 24)
 	_, bin, state := helperPaths(vm.Cwd, up.sum)
 	shell := b.shell
 	if shell == "" {
@@ -182,45 +182,44 @@ func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload
 	if len(up.args) > 1 { // the binary is hermes-sandbox itself: `hermes-sandbox __agent serve`
 		sub = up.args[0]
 	}
-	start := ptyStart{Type: "start", Token: token, Command: "/bin/sh", Cwd: cwd, Env: b.passEnv(),
-		Args: []string{"-c", helperScript, bin, state, cwd, shell, sub}, Cols: 200, Rows: 50}
-	msg, _ := json.Marshal(start)
-	if err := conn.Write(ctx, websocket.MessageText, msg); err != nil {
-		conn.CloseNow()
-		return nil, b.apiErr("open terminal", vm.ID, err)
-	}
-	// The connection lives as long as the helper, beyond this call's context.
-	life, cancel := context.WithCancel(context.Background())
-	nc := websocket.NetConn(life, conn, websocket.MessageBinary)
-	var once sync.Once
-	closeFn := func() error {
-		once.Do(func() {
-			conn.Close(websocket.StatusNormalClosure, "")
-			cancel()
-		})
-		return nil
-	}
-	client, err := agent.NewClient(ctx, nc, nc, closeFn)
+	pc, err := b.openPTY(ctx, vm.ID, ptyStart{Type: "start", Command: "/bin/sh", Cwd: cwd, Env: b.passEnv(),
+		Args: []string{"-c", helperScript, bin, state, cwd, shell, sub}, Cols: 200, Rows: 50})
 	if err != nil {
-		closeFn()
+		return nil, err
+	}
+	client, err := agent.NewClient(ctx, pc, pc, pc.Close)
+	if err != nil {
+		pc.Close()
+		if code, ok := pc.exitCode(); ok {
+			return nil, fmt.Errorf("the helper exited with status %d before it started (%s): %w", code, helperExit(code), err)
+		}
 		return nil, err
 	}
 	return client, nil
 }
 
-// passEnv is terminal.env_passthrough, given to the helper once.
-func (b *Backend) passEnv() map[string]string {
-	out := map[string]string{}
-	for _, kv := range b.opts.Passthrough() {
-		k, v, _ := strings.Cut(kv, "=")
-		out[k] = v
+// helperExit explains helperScript's exit statuses.
+func helperExit(code int) string {
+	switch code {
+	case 98:
+		return "it is not in the sandbox"
+	case 97:
+		return "its state directory could not be made"
+	case 96:
+		return "stty could not put the terminal in raw mode"
+	case 126, 127:
+		return "the binary could not be run"
 	}
-	return out
+	return "see helper.log in the sandbox's .hermes/state"
 }
 
-func redactURL(s string) string {
-	if i := bytes.IndexByte([]byte(s), '?'); i >= 0 {
-		return s[:i] + "?…"
+// passEnv is terminal.env_passthrough, given to the helper once, as "KEY=VALUE" strings.
+func (b *Backend) passEnv() []string {
+	out := []string{}
+	for _, kv := range b.opts.Passthrough() {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != "" {
+			out = append(out, kv)
+		}
 	}
-	return s
+	return out
 }
