@@ -67,7 +67,7 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	client, err := b.startHelper(ctx, sb)
 	if err != nil && gone(err) {
 		// The sandbox ended between the check and the exec: make a new one, once.
-		if sb, recreated, err = b.ensure(ctx, s.name, sb); err != nil {
+		if sb, _, err = b.ensure(ctx, s.name, sb); err != nil {
 			return channel.Started{}, err
 		}
 		recreated = true

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -268,19 +267,6 @@ func (b *Backend) touchRecord(session string) {
 }
 
 func (b *Backend) dropRecord(session string) { os.Remove(b.recordPath(session)) }
-
-// recordedSessions lists the sessions this state directory has records of.
-func (b *Backend) recordedSessions() []string {
-	entries, _ := os.ReadDir(b.recordDir)
-	var out []string
-	for _, e := range entries {
-		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 var (
 	_ sandbox.Backend        = (*Backend)(nil)
