@@ -264,9 +264,16 @@ func TestCancelKeepsSandbox(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the command did not start")
 	}
-	// Prove the check can see the process before asserting it is gone.
-	if r := run(t, sess, "ps -o args | grep -c '^sleep 617'"); strings.TrimSpace(r.Stdout) != "1" {
-		t.Fatalf("ps sees %q sleeps before the cancel; want 1", r.Stdout)
+	// Prove the check can see the process before asserting it is gone ("started" may come
+	// before the background shell has become sleep, so look until it has).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := run(t, sess, "ps -o args | grep -c '^sleep 617'")
+		if strings.TrimSpace(r.Stdout) == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ps sees %q sleeps before the cancel; want 1", r.Stdout)
+		}
 	}
 	cancel()
 	err := <-done
