@@ -163,6 +163,13 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A missing environment and a missing app are both NOT_FOUND to the app lookup below, so
+	// a configured environment is looked up on its own first.
+	if env := b.creds.Environment; env != "" {
+		if _, err := c.Environments.FromName(ctx, env, nil); err != nil {
+			return b.mapErr("check environment", env, err)
+		}
+	}
 	// Looking the app up proves the token; a missing app is fine (the first session makes it).
 	if _, err := c.Apps.FromName(ctx, b.cfg.App, nil); err != nil && !errors.Is(b.classify(err), sandbox.ErrNotFound) {
 		return b.mapErr("check", b.creds.ServerURL, err)
