@@ -20,6 +20,11 @@ import (
 
 const fsToolsPath = "/__modal/.bin/modal-sandbox-fs-tools"
 
+// argMax is what a command line may carry in a Modal exec: the service runs it with execve
+// and Linux's ARG_MAX there (131072 bytes, "by probing in production", sandbox.go
+// validateExecArgs). The SDK refuses more than half of it before sending anything.
+const argMax = 1 << 17
+
 // fakeRouter is the task command router: execs as real processes in the sandbox's container.
 type fakeRouter struct {
 	pb.UnimplementedTaskCommandRouterServer
@@ -41,6 +46,8 @@ type fakeExec struct {
 	signal   int32
 	written  uint64 // stdin bytes delivered
 	closed   bool   // stdin EOF sent
+	streams  int64  // stdin streams opened so far (each is numbered)
+	evicted  int64  // streams numbered up to this one were evicted by TaskExecStdinStatus
 	conn     io.WriteCloser
 	closeW   func() error
 	pid      int
@@ -73,6 +80,14 @@ func (e *fakeExec) kill() {
 		e.notifyLocked()
 	}
 	e.mu.Unlock()
+}
+
+// writer is where output bound for fd goes (-1: discarded).
+func (e *fakeExec) writer(fd int) io.Writer {
+	if fd < 0 {
+		return io.Discard
+	}
+	return fdWriter{e, fd}
 }
 
 type fdWriter struct {
@@ -136,8 +151,35 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 	for _, a := range args {
 		n += len(a)
 	}
-	if n > MaxArgvBytes {
-		return nil, status.Errorf(codes.InvalidArgument, "Total length of CMD arguments must be less than %d bytes. Got %d bytes.", MaxArgvBytes, n)
+	if n > argMax {
+		return nil, status.Errorf(codes.InvalidArgument, "[Errno 7] Argument list too long: %d bytes", n)
+	}
+	if req.GetContainerId() != "" { // the fake's tasks have no sidecar containers
+		return nil, status.Errorf(codes.NotFound, "container %s not found", req.GetContainerId())
+	}
+	if ids := req.GetSecretIds(); len(ids) > 0 {
+		return nil, status.Errorf(codes.NotFound, "Secret %s not found", ids[0])
+	}
+	// Output goes where stdout_config and stderr_config say; their zero values discard it
+	// (task_command_router.proto, TaskExecStdoutConfig, TaskExecStderrConfig).
+	var toStdout, toStderr int
+	switch req.GetStdoutConfig() {
+	case pb.TaskExecStdoutConfig_TASK_EXEC_STDOUT_CONFIG_DEVNULL:
+		toStdout = -1
+	case pb.TaskExecStdoutConfig_TASK_EXEC_STDOUT_CONFIG_PIPE:
+		toStdout = 0
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "unknown stdout_config %v", req.GetStdoutConfig())
+	}
+	switch req.GetStderrConfig() {
+	case pb.TaskExecStderrConfig_TASK_EXEC_STDERR_CONFIG_DEVNULL:
+		toStderr = -1
+	case pb.TaskExecStderrConfig_TASK_EXEC_STDERR_CONFIG_PIPE:
+		toStderr = 1
+	case pb.TaskExecStderrConfig_TASK_EXEC_STDERR_CONFIG_STDOUT:
+		toStderr = 0
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "unknown stderr_config %v", req.GetStderrConfig())
 	}
 	if req.HasWorkdir() && !strings.HasPrefix(req.GetWorkdir(), "/") {
 		return nil, status.Error(codes.InvalidArgument, "workdir must be absolute")
@@ -197,7 +239,7 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 		})
 	}
 	go func() {
-		stdcopy.StdCopy(fdWriter{e, 0}, fdWriter{e, 1}, hr.Reader)
+		stdcopy.StdCopy(e.writer(toStdout), e.writer(toStderr), hr.Reader)
 		hr.Close()
 		var code int32 = -1
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -268,18 +310,22 @@ func (r *fakeRouter) TaskExecStdinWrite(ctx context.Context, req *pb.TaskExecStd
 	if err != nil {
 		return nil, err
 	}
-	if err := e.writeStdin(req.GetOffset(), req.GetData(), req.GetEof()); err != nil {
+	if err := e.writeStdin(req.GetOffset(), req.GetData(), req.GetEof(), -1); err != nil {
 		return nil, err
 	}
 	return &pb.TaskExecStdinWriteResponse{}, nil
 }
 
 // writeStdin delivers data at offset: a retried write (offset below what was delivered) is
-// applied once; a gap is refused.
-func (e *fakeExec) writeStdin(offset uint64, data []byte, eof bool) error {
+// applied once; a gap is refused. stream is the stdin stream writing (its number), -1 for
+// the unary write; a stream that TaskExecStdinStatus evicted writes nothing more.
+func (e *fakeExec) writeStdin(offset uint64, data []byte, eof bool, stream int64) error {
 	e.sb.touch()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if stream >= 0 && stream <= e.evicted {
+		return status.Error(codes.Aborted, "this stdin stream was evicted by TaskExecStdinStatus")
+	}
 	if e.closed {
 		if len(data) == 0 && eof {
 			return nil
@@ -320,6 +366,10 @@ func (r *fakeRouter) TaskExecStdinWriteStream(stream grpc.ClientStreamingServer[
 	if err != nil {
 		return err
 	}
+	e.mu.Lock()
+	e.streams++
+	self := e.streams
+	e.mu.Unlock()
 	off := st.GetOffset()
 	for {
 		m, err := stream.Recv()
@@ -328,12 +378,12 @@ func (r *fakeRouter) TaskExecStdinWriteStream(stream grpc.ClientStreamingServer[
 		}
 		switch m.WhichPayload() {
 		case pb.TaskExecStdinWriteStreamRequest_Data_case:
-			if err := e.writeStdin(off, m.GetData(), false); err != nil {
+			if err := e.writeStdin(off, m.GetData(), false, self); err != nil {
 				return err
 			}
 			off += uint64(len(m.GetData()))
 		case pb.TaskExecStdinWriteStreamRequest_End_case:
-			if err := e.writeStdin(off, nil, true); err != nil {
+			if err := e.writeStdin(off, nil, true, self); err != nil {
 				return err
 			}
 			return stream.SendAndClose(&pb.TaskExecStdinWriteStreamResponse{})
@@ -350,6 +400,7 @@ func (r *fakeRouter) TaskExecStdinStatus(ctx context.Context, req *pb.TaskExecSt
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.evicted = e.streams // evicts the stream in flight (task_command_router.proto, TaskExecStdinStatus)
 	return pb.TaskExecStdinStatusResponse_builder{NumBytesWritten: e.written, Closed: e.closed}.Build(), nil
 }
 
@@ -432,16 +483,34 @@ func (r *fakeRouter) TaskSnapshotFilesystem(ctx context.Context, req *pb.TaskSna
 	if err != nil {
 		return nil, err
 	}
+	// ttl_seconds must be set, and be positive or -1 (no expiry); snapshot_id makes the
+	// request idempotent (task_command_router.proto, TaskSnapshotFilesystemRequest).
 	if req.GetSnapshotId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "snapshot_id is required")
+	}
+	if !req.HasTtlSeconds() || (req.GetTtlSeconds() <= 0 && req.GetTtlSeconds() != -1) {
+		return nil, status.Errorf(codes.InvalidArgument, "ttl_seconds must be set to a positive number of seconds or -1, got %v", req.GetTtlSeconds())
+	}
+	if req.GetContainerId() != "" {
+		return nil, status.Errorf(codes.NotFound, "container %s not found", req.GetContainerId())
+	}
+	key := req.GetTaskId() + "/" + req.GetSnapshotId()
+	r.f.snapshotMu.Lock() // one commit per snapshot_id, however often it is retried
+	defer r.f.snapshotMu.Unlock()
+	r.f.mu.Lock()
+	id, done := r.f.snapshots[key]
+	r.f.mu.Unlock()
+	if done {
+		return pb.TaskSnapshotFilesystemResponse_builder{ImageId: id}.Build(), nil
 	}
 	res, err := r.f.docker.ContainerCommit(ctx, sb.containerID(), client.ContainerCommitOptions{})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "snapshot: %v", err)
 	}
-	id := randID("im-")
+	id = randID("im-")
 	r.f.mu.Lock()
 	r.f.images[id] = res.ID
+	r.f.snapshots[key] = id
 	r.f.committed = append(r.f.committed, res.ID)
 	r.f.mu.Unlock()
 	return pb.TaskSnapshotFilesystemResponse_builder{ImageId: id}.Build(), nil

@@ -3,20 +3,21 @@ package modal
 // A fake Modal for tests: a gRPC server on loopback implementing the SDK's own generated
 // interfaces (pb.ModalClientServer, pb.TaskCommandRouterServer). Each sandbox is a real docker
 // container and each exec a real process in it (through the Engine API). Requests are checked
-// against the contract (credentials, auth token, router JWT, names, tags, timeouts, resources)
-// and what real Modal refuses is refused.
+// against the contract, as the Modal Go SDK v0.11.1 sends them and the .proto comments document
+// them (credentials, auth token, router JWT, names, tags, timeouts, resources), and what real
+// Modal refuses is refused. fake_auth_test.go checks what every call carries, fake_image_test.go
+// builds images, fake_router_test.go is the command router; fake_contract_test.go tests the
+// fake itself against the contract.
 
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"net"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,16 +26,11 @@ import (
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-const (
-	controlPrefix = "/modal.client.ModalClient/"
-	routerPrefix  = "/modal.task_command_router.TaskCommandRouter/"
-	maxSandboxTTL = 24 * 60 * 60
-)
+const maxSandboxTTL = 24 * 60 * 60
 
 var (
 	objectName = regexp.MustCompile(`^[a-zA-Z0-9\-_.]{1,64}$`)
@@ -54,19 +50,27 @@ type fakeModal struct {
 	registry    map[string]string // registry tag → local docker image
 	tokenID     string
 	tokenSecret string
+	envID       string
+	authTTL     time.Duration // lifetime of the auth tokens AuthTokenGet issues
+	jwtTTL      time.Duration // lifetime of the router JWTs TaskGetCommandRouterAccess issues
+	skew        atomic.Int64  // nanoseconds the fake's clock is ahead (advance)
 	addr        string
 	srv         *grpc.Server
 	router      *fakeRouter
 	ending      sync.WaitGroup // terminations still removing their containers
+	snapshotMu  sync.Mutex     // held while a snapshot is committed
 	scheduling  sync.WaitGroup // SandboxCreate calls still making their containers
 
 	mu          sync.Mutex
-	closed      bool // no more sandboxes are accepted
-	authTokens  map[string]bool
-	jwts        map[string]string // router JWT → task id
-	apps        map[string]string // name → app id
-	images      map[string]string // image id → docker image
-	committed   []string          // docker images made by snapshots
+	closed      bool                   // no more sandboxes are accepted
+	authTokens  map[string]time.Time   // auth token → expiry
+	jwts        map[string]routerGrant // router JWT → task and expiry
+	apps        map[string]string      // name → app id
+	images      map[string]string      // image id → docker image (built images only)
+	builds      map[string]*imageBuild // image id → its build
+	recipes     map[string]string      // Dockerfile commands → image id
+	snapshots   map[string]string      // snapshot_id → image id
+	committed   []string               // docker images made by snapshots
 	sandboxes   map[string]*fakeSandbox
 	gpuCapacity map[string]int
 	calls       map[string]int
@@ -80,11 +84,12 @@ type fakeSandbox struct {
 	imageID                 string
 	tags                    map[string]string
 	def                     *pb.Sandbox
-	container               string
+	container               string // "" until it is scheduled
 	created                 time.Time
 
 	mu         sync.Mutex
 	result     *pb.GenericResult // nil while running
+	scheduled  bool              // it got a task (a container)
 	done       chan struct{}
 	execs      map[string]*fakeExec
 	lastActive time.Time
@@ -101,14 +106,6 @@ func randID(prefix string) string {
 	return prefix + string(b[:])
 }
 
-// jwt makes a three-part token whose middle is base64url JSON with an exp claim.
-func jwt(claims map[string]any) string {
-	enc := base64.RawURLEncoding
-	head, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
-	body, _ := json.Marshal(claims)
-	return enc.EncodeToString(head) + "." + enc.EncodeToString(body) + "." + enc.EncodeToString([]byte(randID("sig-")))
-}
-
 // startFake starts the fake on a loopback port; everything it made is removed at cleanup.
 func startFake(t testing.TB, cli *client.Client, dockerImage, label string) *fakeModal {
 	t.Helper()
@@ -116,8 +113,11 @@ func startFake(t testing.TB, cli *client.Client, dockerImage, label string) *fak
 		registry:    map[string]string{"python:3.12-slim": dockerImage, "busybox:latest": dockerImage},
 		tokenID:     "ak-" + randID(""),
 		tokenSecret: "as-" + randID(""),
-		authTokens:  map[string]bool{}, jwts: map[string]string{}, apps: map[string]string{},
-		images: map[string]string{}, sandboxes: map[string]*fakeSandbox{},
+		envID:       "en-" + randID(""),
+		authTTL:     time.Hour, jwtTTL: time.Hour,
+		authTokens: map[string]time.Time{}, jwts: map[string]routerGrant{}, apps: map[string]string{},
+		images: map[string]string{}, builds: map[string]*imageBuild{}, recipes: map[string]string{},
+		snapshots: map[string]string{}, sandboxes: map[string]*fakeSandbox{},
 		gpuCapacity: map[string]int{"T4": 1}, calls: map[string]int{}, failures: map[string][]codes.Code{}, lostReplies: map[string]int{}}
 	f.router = &fakeRouter{f: f}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -210,114 +210,10 @@ func (sb *fakeSandbox) running() bool {
 	return sb.result == nil
 }
 
-// check runs before every call: injected failures, credentials and tokens.
-func (f *fakeModal) check(ctx context.Context, method string) error {
-	short := method[strings.LastIndex(method, "/")+1:]
-	f.mu.Lock()
-	f.calls[short]++
-	if q := f.failures[short]; len(q) > 0 {
-		f.failures[short] = q[1:]
-		f.mu.Unlock()
-		return status.Errorf(q[0], "injected failure of %s", short)
-	}
-	f.mu.Unlock()
-	md, _ := metadata.FromIncomingContext(ctx)
-	get := func(k string) string {
-		if v := md.Get(k); len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	switch {
-	case strings.HasPrefix(method, controlPrefix):
-		if get("x-modal-client-type") == "" {
-			return status.Error(codes.InvalidArgument, "missing x-modal-client-type")
-		}
-		if get("x-modal-token-id") != f.tokenID || get("x-modal-token-secret") != f.tokenSecret {
-			return status.Error(codes.Unauthenticated, "Token ID or secret is invalid. Please check your Modal credentials.")
-		}
-		if short != "AuthTokenGet" {
-			f.mu.Lock()
-			ok := f.authTokens[get("x-modal-auth-token")]
-			f.mu.Unlock()
-			if !ok {
-				return status.Error(codes.Unauthenticated, "missing or invalid x-modal-auth-token")
-			}
-		}
-	case strings.HasPrefix(method, routerPrefix):
-		tok, ok := strings.CutPrefix(get("authorization"), "Bearer ")
-		f.mu.Lock()
-		_, known := f.jwts[tok]
-		f.mu.Unlock()
-		if !ok || !known {
-			return status.Error(codes.Unauthenticated, "invalid or missing router JWT")
-		}
-	}
-	return nil
-}
-
-// loseReplies makes the next n calls of method take effect and then fail with Unavailable,
-// as when the network drops the reply: the client cannot know whether they ran.
-func (f *fakeModal) loseReplies(method string, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lostReplies[method] += n
-}
-
-func (f *fakeModal) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := f.check(ctx, info.FullMethod); err != nil {
+func (f *fakeModal) AppGetOrCreate(ctx context.Context, req *pb.AppGetOrCreateRequest) (*pb.AppGetOrCreateResponse, error) {
+	if err := environment(req.GetEnvironmentName()); err != nil {
 		return nil, err
 	}
-	resp, err := h(ctx, req)
-	short := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
-	f.mu.Lock()
-	lose := err == nil && f.lostReplies[short] > 0
-	if lose {
-		f.lostReplies[short]--
-	}
-	f.mu.Unlock()
-	if lose {
-		return nil, status.Errorf(codes.Unavailable, "injected: the reply of %s was lost", short)
-	}
-	return resp, err
-}
-
-func (f *fakeModal) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := f.check(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return h(srv, ss)
-}
-
-// taskOfJWT returns the task a router call's JWT was issued for.
-func (f *fakeModal) taskOfJWT(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get("authorization")
-	if len(v) == 0 {
-		return ""
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.jwts[strings.TrimPrefix(v[0], "Bearer ")]
-}
-
-// control plane -----------------------------------------------------------------------------
-
-func (f *fakeModal) AuthTokenGet(ctx context.Context, _ *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
-	tok := jwt(map[string]any{"exp": time.Now().Add(time.Hour).Unix()})
-	f.mu.Lock()
-	f.authTokens[tok] = true
-	f.mu.Unlock()
-	return pb.AuthTokenGetResponse_builder{Token: tok}.Build(), nil
-}
-
-func (f *fakeModal) EnvironmentGetOrCreate(ctx context.Context, req *pb.EnvironmentGetOrCreateRequest) (*pb.EnvironmentGetOrCreateResponse, error) {
-	return pb.EnvironmentGetOrCreateResponse_builder{EnvironmentId: "en-" + randID("")[:22],
-		Metadata: pb.EnvironmentMetadata_builder{Name: "main",
-			Settings: pb.EnvironmentSettings_builder{ImageBuilderVersion: "2024.10"}.Build()}.Build()}.Build(), nil
-}
-
-func (f *fakeModal) AppGetOrCreate(ctx context.Context, req *pb.AppGetOrCreateRequest) (*pb.AppGetOrCreateResponse, error) {
 	name := req.GetAppName()
 	if !objectName.MatchString(name) || appIDShape.MatchString(name) {
 		return nil, status.Errorf(codes.InvalidArgument, "Invalid App name: '%s'", name)
@@ -344,45 +240,6 @@ func (f *fakeModal) appExists(id string) bool {
 		}
 	}
 	return false
-}
-
-func (f *fakeModal) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
-	if !f.appExists(req.GetAppId()) {
-		return nil, status.Error(codes.NotFound, "App not found")
-	}
-	if req.GetBuilderVersion() == "" {
-		return nil, status.Error(codes.InvalidArgument, "builder_version is required")
-	}
-	cmds := req.GetImage().GetDockerfileCommands()
-	if len(cmds) == 0 || !strings.HasPrefix(cmds[0], "FROM ") {
-		return nil, status.Error(codes.InvalidArgument, "the image needs a FROM command")
-	}
-	if len(cmds) > 1 {
-		return nil, status.Error(codes.Unimplemented, "the fake builds registry images only")
-	}
-	tag := strings.TrimPrefix(cmds[0], "FROM ")
-	local, ok := f.registry[tag]
-	id := randID("im-")
-	if !ok {
-		return pb.ImageGetOrCreateResponse_builder{ImageId: id, Result: pb.GenericResult_builder{
-			Status:    pb.GenericResult_GENERIC_STATUS_FAILURE,
-			Exception: fmt.Sprintf("pull access denied for %s, repository does not exist", tag)}.Build()}.Build(), nil
-	}
-	f.mu.Lock()
-	f.images[id] = local
-	f.mu.Unlock()
-	return pb.ImageGetOrCreateResponse_builder{ImageId: id,
-		Result: pb.GenericResult_builder{Status: pb.GenericResult_GENERIC_STATUS_SUCCESS}.Build()}.Build(), nil
-}
-
-func (f *fakeModal) ImageFromId(ctx context.Context, req *pb.ImageFromIdRequest) (*pb.ImageFromIdResponse, error) {
-	f.mu.Lock()
-	_, ok := f.images[req.GetImageId()]
-	f.mu.Unlock()
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "Image %s not found", req.GetImageId())
-	}
-	return pb.ImageFromIdResponse_builder{ImageId: req.GetImageId()}.Build(), nil
 }
 
 // validateTags applies the tag rules: non-empty unique names, bounded sizes.
@@ -430,6 +287,9 @@ func (f *fakeModal) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequ
 	}
 	if def.HasWorkdir() && !strings.HasPrefix(def.GetWorkdir(), "/") {
 		return nil, status.Error(codes.InvalidArgument, "workdir must be absolute")
+	}
+	if ids := def.GetSecretIds(); len(ids) > 0 { // the fake stores no secrets
+		return nil, status.Errorf(codes.NotFound, "Secret %s not found", ids[0])
 	}
 	na := def.GetNetworkAccess()
 	switch na.GetNetworkAccessType() {
@@ -515,7 +375,7 @@ func (f *fakeModal) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequ
 	sb.mu.Lock()
 	ended := sb.result != nil // terminated while it was being scheduled
 	if !ended {
-		sb.container = cr.ID
+		sb.container, sb.scheduled = cr.ID, true
 		sb.lastActive = time.Now()
 		sb.stopTimer = func() { ttl.Stop(); close(stop) }
 	}
@@ -614,13 +474,14 @@ func (f *fakeModal) SandboxGetTaskId(ctx context.Context, req *pb.SandboxGetTask
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	if sb.result != nil {
-		return pb.SandboxGetTaskIdResponse_builder{TaskResult: sb.result}.Build(), nil
+	// task_id is unset only while the sandbox is unscheduled or when it ended before it was
+	// scheduled; a sandbox that ran and ended has both its task and the result (api.proto,
+	// SandboxGetTaskIdResponse).
+	resp := pb.SandboxGetTaskIdResponse_builder{TaskResult: sb.result}
+	if sb.scheduled {
+		resp.TaskId = &sb.taskID
 	}
-	if sb.container == "" { // not scheduled yet: neither a task nor a result
-		return pb.SandboxGetTaskIdResponse_builder{}.Build(), nil
-	}
-	return pb.SandboxGetTaskIdResponse_builder{TaskId: &sb.taskID}.Build(), nil
+	return resp.Build(), nil
 }
 
 func (f *fakeModal) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGetCommandRouterAccessRequest) (*pb.TaskGetCommandRouterAccessResponse, error) {
@@ -628,8 +489,9 @@ func (f *fakeModal) TaskGetCommandRouterAccess(ctx context.Context, req *pb.Task
 	defer f.mu.Unlock()
 	for _, sb := range f.sandboxes {
 		if sb.taskID == req.GetTaskId() {
-			tok := jwt(map[string]any{"exp": time.Now().Add(time.Hour).Unix(), "task_id": sb.taskID})
-			f.jwts[tok] = sb.taskID
+			exp := f.now().Add(f.jwtTTL)
+			tok := jwt(map[string]any{"exp": exp.Unix(), "task_id": sb.taskID})
+			f.jwts[tok] = routerGrant{task: sb.taskID, exp: exp}
 			return pb.TaskGetCommandRouterAccessResponse_builder{Jwt: tok, Url: "https://" + f.addr}.Build(), nil
 		}
 	}
@@ -637,6 +499,9 @@ func (f *fakeModal) TaskGetCommandRouterAccess(ctx context.Context, req *pb.Task
 }
 
 func (f *fakeModal) SandboxGetFromName(ctx context.Context, req *pb.SandboxGetFromNameRequest) (*pb.SandboxGetFromNameResponse, error) {
+	if err := environment(req.GetEnvironmentName()); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	appID, ok := f.apps[req.GetAppName()]
 	f.mu.Unlock()
@@ -652,6 +517,9 @@ func (f *fakeModal) SandboxGetFromName(ctx context.Context, req *pb.SandboxGetFr
 }
 
 func (f *fakeModal) SandboxList(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
+	if err := environment(req.GetEnvironmentName()); err != nil {
+		return nil, err
+	}
 	want, err := validateTags(req.GetTags())
 	if err != nil {
 		return nil, err
@@ -721,7 +589,8 @@ func (f *fakeModal) SandboxWait(ctx context.Context, req *pb.SandboxWaitRequest)
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	return pb.SandboxWaitResponse_builder{Result: sb.result}.Build(), nil
+	return pb.SandboxWaitResponse_builder{Result: sb.result,
+		Metadata: pb.SandboxHandleMetadata_builder{Result: sb.result, AppId: sb.appID}.Build()}.Build(), nil
 }
 
 func (f *fakeModal) SandboxTagsGet(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
@@ -737,6 +606,9 @@ func (f *fakeModal) SandboxTagsGet(ctx context.Context, req *pb.SandboxTagsGetRe
 }
 
 func (f *fakeModal) SandboxTagsSet(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
+	if err := environment(req.GetEnvironmentName()); err != nil {
+		return nil, err
+	}
 	sb, err := f.sandbox(req.GetSandboxId())
 	if err != nil {
 		return nil, err
