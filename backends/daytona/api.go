@@ -158,8 +158,15 @@ type request struct {
 	query             url.Values
 }
 
+// contractVersion is the Daytona release whose API and toolbox documents this client follows
+// (shared/specs/daytona). It goes out as X-Daytona-SDK-Version, as every vendor SDK sends its
+// own version: the toolbox keys its answers on it, and strips the stdout/stderr labels from a
+// session command's log for a client that declares none (session.IsCombinedOutput).
+const contractVersion = "0.190.0"
+
 func (c *apiClient) authorize(h http.Header) {
 	h.Set("Authorization", "Bearer "+c.key)
+	h.Set("X-Daytona-SDK-Version", contractVersion)
 	if c.org != "" {
 		h.Set("X-Daytona-Organization-ID", c.org)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -334,6 +335,11 @@ func (b *Backend) attach(ctx context.Context, tb toolbox, sb sandboxInfo, cmdlin
 		if ctx.Err() != nil {
 			return nil, &sandbox.Error{Backend: Name, Op: "start helper", ID: sb.Name, Err: ctx.Err()}
 		}
+		if cerr := p.controlErr(); cerr != nil {
+			// The toolbox could not attach the socket to the PTY (it had ended or was never
+			// there): the helper was never tried, so this is no reason to fall back.
+			return nil, &sandbox.Error{Backend: Name, Op: "connect pty", ID: sb.Name, Err: &kindError{kind: sandbox.ErrUnavailable, cause: cerr}}
+		}
 		// The shell could not exec it (a noexec home, a wrong binary) and ended the PTY.
 		return nil, &errFallback{reason: "it did not start: " + err.Error()}
 	}
@@ -351,7 +357,9 @@ func (b *Backend) dropPty(tb toolbox, id string) {
 }
 
 // wsPipe turns a PTY WebSocket into a byte stream: binary messages carry the terminal's
-// bytes both ways; text messages are the toolbox's control messages and are only logged.
+// bytes both ways; text messages are the toolbox's control messages
+// ({"type":"control","status":"connected"|"error","error":…}, the daemon's pty.attachWebSocket
+// and ConnectPTYSession): an error one ends the stream and is kept, the others are logged.
 type wsPipe struct {
 	conn   *websocket.Conn
 	ctx    context.Context
@@ -360,6 +368,23 @@ type wsPipe struct {
 	done   chan struct{}
 	wmu    sync.Mutex
 	once   sync.Once
+
+	ctrlMu sync.Mutex
+	ctrl   error // the toolbox's control error, set before the stream ends; guarded by ctrlMu
+}
+
+// ptyControl is a text message of the toolbox's PTY socket.
+type ptyControl struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// controlErr returns the toolbox's control error that ended the stream, else nil.
+func (p *wsPipe) controlErr() error {
+	p.ctrlMu.Lock()
+	defer p.ctrlMu.Unlock()
+	return p.ctrl
 }
 
 func newWSPipe(conn *websocket.Conn, log *slog.Logger) *wsPipe {
@@ -378,6 +403,15 @@ func newWSPipe(conn *websocket.Conn, log *slog.Logger) *wsPipe {
 				return
 			}
 			if typ == websocket.MessageText {
+				var c ptyControl
+				if json.Unmarshal(data, &c) == nil && c.Type == "control" && c.Status == "error" {
+					err := fmt.Errorf("toolbox: %s", c.Error)
+					p.ctrlMu.Lock()
+					p.ctrl = err
+					p.ctrlMu.Unlock()
+					pw.CloseWithError(err)
+					return
+				}
 				log.Debug("pty control message", "text", string(data))
 				continue
 			}
