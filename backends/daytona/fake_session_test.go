@@ -101,7 +101,7 @@ func (f *fakeDaytona) processSession(w http.ResponseWriter, r *http.Request, op 
 	sess := b.sessions[sid]
 	f.mu.Unlock()
 	if op != "CreateSession" && sess == nil {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": "session not found"})
+		daemonError(w, r, http.StatusNotFound, "session not found")
 		return
 	}
 	switch op {
@@ -111,7 +111,7 @@ func (f *fakeDaytona) processSession(w http.ResponseWriter, r *http.Request, op 
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if b.sessions[req.SessionID] != nil {
-			writeJSON(w, http.StatusConflict, map[string]any{"error": "session already exists"})
+			daemonError(w, r, http.StatusConflict, "session already exists")
 			return
 		}
 		b.sessions[req.SessionID] = &fakeSession{cmds: map[string]*fakeCommand{}, gone: make(chan struct{})}
@@ -120,7 +120,7 @@ func (f *fakeDaytona) processSession(w http.ResponseWriter, r *http.Request, op 
 		var req sessionExecuteRequest
 		json.Unmarshal(body, &req)
 		if strings.TrimSpace(req.Command) == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "command cannot be empty"})
+			daemonAbort(w, http.StatusBadRequest)
 			return
 		}
 		c := newFakeCommand(randomID(), req.Command)
@@ -144,42 +144,66 @@ func (f *fakeDaytona) processSession(w http.ResponseWriter, r *http.Request, op 
 			c.mu.Unlock()
 		}()
 		if req.RunAsync {
-			writeJSON(w, http.StatusAccepted, sessionExecuteResponse{CmdID: c.id})
+			// The daemon's SessionExecuteResponse has no omitempty: what it does not know yet
+			// is null.
+			writeJSON(w, http.StatusAccepted, map[string]any{"cmdId": c.id, "output": nil, "stdout": nil, "stderr": nil, "exitCode": nil})
 			return
 		}
 		<-done
 		logs, _, _ := c.view(0)
-		writeJSON(w, http.StatusOK, map[string]any{"cmdId": c.id, "output": string(logs), "exitCode": *c.exit})
+		res := map[string]any{"cmdId": c.id, "exitCode": *c.exit}
+		switch {
+		case !splitOutput(r.Header):
+			res["output"] = string(stripLabels(logs))
+		case serverDemux(r.Header):
+			stdout, stderr := demuxLog(logs)
+			res["output"], res["stdout"], res["stderr"] = string(logs), string(stdout), string(stderr)
+		default:
+			res["output"] = string(logs)
+		}
+		writeJSON(w, http.StatusOK, res)
 	case "GetSessionCommand":
 		c := f.command(sess, params["commandId"])
 		if c == nil {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "command not found"})
+			daemonError(w, r, http.StatusNotFound, "command not found")
 			return
 		}
+		// The daemon's Command leaves exitCode out while the command runs (omitempty).
 		c.mu.Lock()
-		out := sessionCommand{ID: c.id, Command: c.command, ExitCode: c.exit}
+		out := map[string]any{"id": c.id, "command": c.command}
+		if c.exit != nil {
+			out["exitCode"] = *c.exit
+		}
 		c.mu.Unlock()
 		writeJSON(w, http.StatusOK, out)
 	case "GetSessionCommandLogs":
 		c := f.command(sess, params["commandId"])
 		if c == nil {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "command not found"})
+			daemonError(w, r, http.StatusNotFound, "command not found")
 			return
 		}
+		split := splitOutput(r.Header)
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			logs, _, _ := c.view(0)
-			w.Header().Set("Content-Type", "text/plain")
+			if !split {
+				logs = stripLabels(logs)
+			} else if serverDemux(r.Header) {
+				stdout, stderr := demuxLog(logs)
+				writeJSON(w, http.StatusOK, map[string]string{"output": string(logs), "stdout": string(stdout), "stderr": string(stderr)})
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Write(logs)
 			return
 		}
-		f.followLog(w, r, sess, c, r.URL.Query().Get("follow") == "true")
+		f.followLog(w, r, sess, c, r.URL.Query().Get("follow") == "true", split)
 	case "DeleteSession":
 		f.mu.Lock()
 		mine := b.sessions[sid] == sess
 		delete(b.sessions, sid)
 		f.mu.Unlock()
 		if !mine {
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "session not found"})
+			daemonError(w, r, http.StatusNotFound, "session not found")
 			return
 		}
 		close(sess.gone)
@@ -196,8 +220,12 @@ func (f *fakeDaytona) command(sess *fakeSession, id string) *fakeCommand {
 // followLog sends the command's log over a WebSocket from its start, as binary messages, and
 // (when following) what is added while the command runs; the stream ends normally once the
 // command ended and everything was sent, or when the session is deleted.
-func (f *fakeDaytona) followLog(w http.ResponseWriter, r *http.Request, sess *fakeSession, c *fakeCommand, follow bool) {
-	conn, err := websocket.Accept(w, r, nil)
+func (f *fakeDaytona) followLog(w http.ResponseWriter, r *http.Request, sess *fakeSession, c *fakeCommand, follow, split bool) {
+	var protocols []string
+	if p := sdkVersion(http.Header{"Sec-WebSocket-Protocol": r.Header.Values("Sec-WebSocket-Protocol")}); p != "" {
+		protocols = []string{"X-Daytona-SDK-Version~" + p}
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: protocols, InsecureSkipVerify: true})
 	if err != nil {
 		return
 	}
@@ -213,7 +241,11 @@ func (f *fakeDaytona) followLog(w http.ResponseWriter, r *http.Request, sess *fa
 	for {
 		data, ended, changed := c.view(offset)
 		if len(data) > 0 {
-			if err := conn.Write(ctx, websocket.MessageBinary, data); err != nil {
+			msg := data
+			if !split {
+				msg = stripLabels(data)
+			}
+			if err := conn.Write(ctx, websocket.MessageBinary, msg); err != nil {
 				return
 			}
 			if cut {
@@ -252,11 +284,11 @@ func (f *fakeDaytona) files(w http.ResponseWriter, r *http.Request, op string, b
 		out, code, err := f.run(ctx, b, fakeUser, "", nil, []string{"sh", "-c", `[ -f "$1" ] || exit 3; cat -- "$1"`, "sh", p})
 		switch {
 		case err != nil:
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+			daemonAbort(w, http.StatusBadRequest)
 		case code == 3:
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "file not found"})
+			daemonAbort(w, http.StatusNotFound)
 		case code != 0:
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": strings.TrimSpace(string(out))})
+			daemonAbort(w, http.StatusBadRequest)
 		default:
 			w.Header().Set("Content-Type", "application/octet-stream")
 			w.Write(out)
@@ -266,11 +298,11 @@ func (f *fakeDaytona) files(w http.ResponseWriter, r *http.Request, op string, b
 			`cd -- "$1" 2>/dev/null || exit 3; for e in * .[!.]* ..?*; do [ -e "$e" ] || [ -L "$e" ] || continue; stat -c '%s|%f|%Y|%n' -- "$e"; done`, "sh", p})
 		switch {
 		case err != nil:
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
+			daemonAbort(w, http.StatusBadRequest)
 		case code == 3:
-			writeJSON(w, http.StatusNotFound, map[string]any{"error": "directory not found"})
+			daemonAbort(w, http.StatusNotFound)
 		case code != 0:
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": strings.TrimSpace(string(out))})
+			daemonAbort(w, http.StatusBadRequest)
 		default:
 			list := []map[string]any{}
 			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {

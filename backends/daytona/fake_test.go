@@ -1,36 +1,26 @@
 package daytona
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-	"mvdan.cc/sh/v3/shell"
 )
 
 // fakeDaytona is Daytona on loopback for the tests: the control-plane and toolbox routes
@@ -40,7 +30,8 @@ import (
 // container, and auto-stop on a scaled clock (one Daytona minute lasts `minute`).
 type fakeDaytona struct {
 	t      testing.TB
-	srv    *httptest.Server
+	srv    *httptest.Server // the control plane: {srv}/api
+	proxy  *httptest.Server // the toolbox proxy: {proxy}/toolbox/{sandboxId}
 	key    string
 	cli    *client.Client
 	image  string
@@ -141,7 +132,8 @@ func newFake(t testing.TB, image string, minute time.Duration) *fakeDaytona {
 		transition: 150 * time.Millisecond, api: api, tb: tb, boxes: map[string]*fakeBox{}, ops: map[string]int{},
 		inject: map[string][]int{}, stopped: make(chan struct{})}
 	f.bg, f.bgCancel = context.WithCancel(context.Background())
-	f.srv = httptest.NewServer(f)
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serveAPI))
+	f.proxy = httptest.NewServer(http.HandlerFunc(f.serveProxy))
 	f.wg.Add(1)
 	go f.clock()
 	t.Cleanup(f.close)
@@ -153,8 +145,10 @@ func (f *fakeDaytona) apiURL() string { return f.srv.URL + "/api" }
 func (f *fakeDaytona) close() {
 	f.bgCancel()
 	close(f.stopped)
-	f.srv.CloseClientConnections()
-	f.srv.Close()
+	for _, s := range []*httptest.Server{f.srv, f.proxy} {
+		s.CloseClientConnections()
+		s.Close()
+	}
 	f.wg.Wait()
 	f.mu.Lock()
 	var ctrs []string
@@ -219,181 +213,10 @@ func (f *fakeDaytona) byName(idOrName string) *fakeBox {
 }
 
 // ServeHTTP checks the request against the document of its API, then serves it.
-func (f *fakeDaytona) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if id, _, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/toolbox/"), "/"); ok && strings.HasPrefix(r.URL.Path, "/toolbox/") {
-		// A toolbox request in progress is activity, as an open PTY socket is.
-		f.mu.Lock()
-		b := f.boxes[id]
-		if b != nil {
-			b.active = time.Now()
-			b.conns++
-		}
-		f.mu.Unlock()
-		if b != nil {
-			defer func() {
-				f.mu.Lock()
-				b.conns--
-				b.active = time.Now()
-				f.mu.Unlock()
-			}()
-		}
-	}
-	body, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	if err != nil {
-		// The client went away mid-request (a cancelled call): the service sees a broken
-		// connection, not a malformed request, and nothing happens.
-		return
-	}
-	var router routers.Router
-	var rest, sbID string
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/api/"):
-		router, rest = f.api, strings.TrimPrefix(r.URL.Path, "/api")
-	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
-		id, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/toolbox/"), "/")
-		router, rest, sbID = f.tb, "/"+p, id
-	default:
-		f.fail(w, r, fmt.Errorf("no such API prefix"))
-		return
-	}
-	vr := r.Clone(r.Context())
-	vr.URL = &url.URL{Scheme: "http", Host: r.Host, Path: rest, RawQuery: r.URL.RawQuery}
-	vr.RequestURI = ""
-	vr.Body = io.NopCloser(bytes.NewReader(body))
-	route, params, err := router.FindRoute(vr)
-	if err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	// A multipart body (the helper upload, megabytes) is checked against the document's
-	// schema here, part by part: kin-openapi's decoder takes seconds per upload under -race.
-	multi := strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data")
-	in := &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true,
-			ExcludeRequestBody: multi}}
-	if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	if multi {
-		if err := multipartMatches(route, r.Header.Get("Content-Type"), body); err != nil {
-			f.fail(w, r, err)
-			return
-		}
-	}
-	if err := unknownProperties(route, body, r.Header.Get("Content-Type")); err != nil {
-		f.fail(w, r, err)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer "+f.key {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"statusCode": 401, "message": "Invalid credentials", "error": "Unauthorized"})
-		return
-	}
-	op := route.Operation.OperationID
-	f.mu.Lock()
-	f.ops[op]++
-	if st := f.inject[op]; len(st) > 0 {
-		f.inject[op] = st[1:]
-		f.mu.Unlock()
-		writeJSON(w, st[0], map[string]any{"statusCode": st[0], "message": "injected " + http.StatusText(st[0])})
-		return
-	}
-	f.mu.Unlock()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if sbID != "" {
-		f.toolbox(w, r, op, sbID, params, body)
-		return
-	}
-	f.control(w, r, op, params, body)
-}
-
-// fail reports a request that the real service would reject as malformed.
-func (f *fakeDaytona) fail(w http.ResponseWriter, r *http.Request, err error) {
-	f.t.Errorf("fake Daytona: %s %s does not match the OpenAPI document: %v", r.Method, r.URL, err)
-	writeJSON(w, http.StatusBadRequest, map[string]any{"statusCode": 400, "message": err.Error()})
-}
-
-// unknownProperties rejects JSON body properties the operation's schema does not declare
-// (Daytona's API rejects unknown fields).
-func unknownProperties(route *routers.Route, body []byte, ctype string) error {
-	rb := route.Operation.RequestBody
-	if rb == nil || rb.Value == nil || !strings.HasPrefix(ctype, "application/json") {
-		return nil
-	}
-	mt := rb.Value.Content.Get("application/json")
-	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || len(mt.Schema.Value.Properties) == 0 {
-		return nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return err
-	}
-	for k := range m {
-		if _, ok := mt.Schema.Value.Properties[k]; !ok {
-			return fmt.Errorf("property %q is not in the schema", k)
-		}
-	}
-	return nil
-}
-
-// multipartMatches checks a multipart body against the operation's multipart/form-data
-// schema: every required property is a part, and no part is undeclared.
-func multipartMatches(route *routers.Route, ctype string, body []byte) error {
-	rb := route.Operation.RequestBody
-	if rb == nil || rb.Value == nil {
-		return fmt.Errorf("the operation takes no body")
-	}
-	mt := rb.Value.Content.Get("multipart/form-data")
-	if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
-		return fmt.Errorf("the operation takes no multipart/form-data body")
-	}
-	_, params, err := mime.ParseMediaType(ctype)
-	if err != nil {
-		return err
-	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	seen := map[string]bool{}
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("malformed multipart body: %v", err)
-		}
-		if _, ok := mt.Schema.Value.Properties[p.FormName()]; !ok {
-			return fmt.Errorf("part %q is not in the schema", p.FormName())
-		}
-		seen[p.FormName()] = true
-	}
-	for _, req := range mt.Schema.Value.Required {
-		if !seen[req] {
-			return fmt.Errorf("required part %q is missing", req)
-		}
-	}
-	return nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
-func conflict(w http.ResponseWriter, msg string) {
-	writeJSON(w, http.StatusConflict, map[string]any{"statusCode": 409, "message": msg, "error": "Conflict"})
-}
-
-func notFound(w http.ResponseWriter, what string) {
-	writeJSON(w, http.StatusNotFound, map[string]any{"statusCode": 404, "message": what + " not found", "error": "Not Found"})
-}
-
-// view is the Sandbox schema of b.
 func (f *fakeDaytona) view(b *fakeBox) map[string]any {
 	return map[string]any{"id": b.id, "organizationId": "org-test", "name": b.name, "user": "sandbox", "env": map[string]string{},
 		"labels": b.labels, "public": false, "networkBlockAll": b.body["networkBlockAll"] != false, "target": "us",
-		"cpu": 1, "gpu": 0, "memory": 1, "disk": 3, "state": b.state, "toolboxProxyUrl": f.srv.URL + "/toolbox",
+		"cpu": 1, "gpu": 0, "memory": 1, "disk": 3, "state": b.state, "toolboxProxyUrl": f.proxy.URL + "/toolbox",
 		"autoStopInterval": b.autoStop, "autoArchiveInterval": b.autoArchive, "autoDeleteInterval": b.autoDelete,
 		"createdAt": b.created.UTC().Format(time.RFC3339Nano), "lastActivityAt": b.active.UTC().Format(time.RFC3339Nano)}
 }
@@ -406,7 +229,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 	busy := func() bool {
 		switch b.state {
 		case "creating", "starting", "stopping", "archiving", "restoring", "destroying":
-			conflict(w, "Sandbox state change in progress")
+			conflict(w, r, "Sandbox state change in progress")
 			return true
 		}
 		return false
@@ -418,7 +241,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		f.creates = append(f.creates, m)
 		n, _ := m["name"].(string)
 		if f.byName(n) != nil {
-			conflict(w, fmt.Sprintf("Sandbox with name %s already exists", n))
+			conflict(w, r, fmt.Sprintf("Sandbox with name %s already exists", n))
 			return
 		}
 		var id [8]byte
@@ -445,7 +268,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		writeJSON(w, http.StatusOK, f.view(b))
 	case "getSandbox":
 		if b == nil {
-			notFound(w, "Sandbox")
+			notFound(w, r, "Sandbox")
 			return
 		}
 		writeJSON(w, http.StatusOK, f.view(b))
@@ -473,7 +296,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
 	case "startSandbox":
 		if b == nil {
-			notFound(w, "Sandbox")
+			notFound(w, r, "Sandbox")
 			return
 		}
 		if busy() {
@@ -490,7 +313,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		writeJSON(w, http.StatusOK, f.view(b))
 	case "stopSandbox":
 		if b == nil {
-			notFound(w, "Sandbox")
+			notFound(w, r, "Sandbox")
 			return
 		}
 		if busy() {
@@ -502,14 +325,14 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		writeJSON(w, http.StatusOK, f.view(b))
 	case "archiveSandbox":
 		if b == nil {
-			notFound(w, "Sandbox")
+			notFound(w, r, "Sandbox")
 			return
 		}
 		if busy() {
 			return
 		}
 		if b.state != "stopped" {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"statusCode": 400, "message": "Sandbox is not stopped"})
+			controlError(w, r, http.StatusBadRequest, "Sandbox is not stopped")
 			return
 		}
 		b.state = "archiving"
@@ -517,7 +340,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		writeJSON(w, http.StatusOK, f.view(b))
 	case "deleteSandbox":
 		if b == nil {
-			notFound(w, "Sandbox")
+			notFound(w, r, "Sandbox")
 			return
 		}
 		if busy() {
@@ -528,7 +351,7 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		writeJSON(w, http.StatusOK, f.view(b))
 	default:
 		f.t.Errorf("fake Daytona: %s is not served", op)
-		writeJSON(w, http.StatusNotImplemented, map[string]any{"message": op + " not served by the fake"})
+		controlError(w, r, http.StatusNotImplemented, op+" not served by the fake")
 	}
 }
 
@@ -708,199 +531,4 @@ func (f *fakeDaytona) runStreams(ctx context.Context, b *fakeBox, user, dir stri
 		return 0, err
 	}
 	return ei.ExitCode, nil
-}
-
-// toolbox ----------------------------------------------------------------------------------
-
-func (f *fakeDaytona) toolbox(w http.ResponseWriter, r *http.Request, op, id string, params map[string]string, body []byte) {
-	f.mu.Lock()
-	b := f.boxes[id]
-	if b == nil {
-		f.mu.Unlock()
-		notFound(w, "Sandbox")
-		return
-	}
-	if b.state != "started" {
-		f.mu.Unlock()
-		writeJSON(w, http.StatusBadGateway, map[string]any{"error": "sandbox is " + b.state})
-		return
-	}
-	f.mu.Unlock()
-	ctx := r.Context()
-	switch op {
-	case "ExecuteCommand":
-		var req executeRequest
-		json.Unmarshal(body, &req)
-		argv, err := shell.Fields(req.Command, func(string) string { return "" })
-		if err != nil || len(argv) == 0 {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "invalid command"})
-			return
-		}
-		timeout := 10 * time.Second
-		if req.Timeout > 0 {
-			timeout = time.Duration(req.Timeout) * time.Second
-		}
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		out, code, err := f.run(rctx, b, fakeUser, req.Cwd, nil, argv)
-		if errors.Is(err, context.DeadlineExceeded) {
-			writeJSON(w, http.StatusRequestTimeout, map[string]any{"error": "command execution timeout"})
-			return
-		}
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, executeResponse{ExitCode: code, Result: string(out)})
-	case "UploadFile":
-		data, err := formFile(r)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
-			return
-		}
-		if err := f.upload(ctx, b, r.URL.Query().Get("path"), data); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{})
-	case "CreatePtySession":
-		var req ptyCreateRequest
-		json.Unmarshal(body, &req)
-		f.mu.Lock()
-		b.ptys[req.ID] = &fakePty{cols: req.Cols, rows: req.Rows, cwd: req.Cwd}
-		f.mu.Unlock()
-		writeJSON(w, http.StatusCreated, ptyCreateResponse{SessionID: req.ID})
-	case "ConnectPtySession":
-		f.connectPty(w, r, b, params["sessionId"])
-	case "DeletePtySession":
-		f.mu.Lock()
-		p := b.ptys[params["sessionId"]]
-		delete(b.ptys, params["sessionId"])
-		f.mu.Unlock()
-		if p == nil {
-			notFound(w, "PTY session")
-			return
-		}
-		if p.close != nil {
-			p.close()
-		}
-		writeJSON(w, http.StatusOK, map[string]any{})
-	case "CreateSession", "SessionExecuteCommand", "GetSessionCommand", "GetSessionCommandLogs", "DeleteSession":
-		f.processSession(w, r, op, b, params, body)
-	case "DownloadFile", "ListFiles":
-		f.files(w, r, op, b)
-	default:
-		f.t.Errorf("fake Daytona: toolbox %s is not served", op)
-		writeJSON(w, http.StatusNotImplemented, map[string]any{"error": op + " not served by the fake"})
-	}
-}
-
-func formFile(r *http.Request) ([]byte, error) {
-	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil {
-		return nil, err
-	}
-	mr := multipart.NewReader(r.Body, params["boundary"])
-	for {
-		p, err := mr.NextPart()
-		if err != nil {
-			return nil, fmt.Errorf("no file part: %v", err)
-		}
-		if p.FormName() == "file" {
-			return io.ReadAll(p)
-		}
-	}
-}
-
-// upload writes data to p in b's container, making its directory, owned by the user.
-func (f *fakeDaytona) upload(ctx context.Context, b *fakeBox, p string, data []byte) error {
-	if !path.IsAbs(p) {
-		p = path.Join(fakeHome, p)
-	}
-	dir := path.Dir(p)
-	if _, code, err := f.run(ctx, b, fakeUser, "", nil, []string{"mkdir", "-p", dir}); err != nil || code != 0 {
-		return fmt.Errorf("mkdir %s: exit %d %v", dir, code, err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: path.Base(p), Mode: 0o644, Size: int64(len(data)), Uid: 1000, Gid: 1000, ModTime: time.Now()})
-	tw.Write(data)
-	tw.Close()
-	_, err := f.cli.CopyToContainer(ctx, b.ctr, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf})
-	return err
-}
-
-// connectPty bridges a WebSocket to a shell on a real pseudo-terminal in the container
-// (a docker exec with a TTY): binary messages carry the terminal's bytes both ways.
-func (f *fakeDaytona) connectPty(w http.ResponseWriter, r *http.Request, b *fakeBox, id string) {
-	f.mu.Lock()
-	p := b.ptys[id]
-	f.mu.Unlock()
-	if p == nil {
-		notFound(w, "PTY session")
-		return
-	}
-	conn, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return
-	}
-	conn.SetReadLimit(64 << 20)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	ex, err := f.cli.ExecCreate(ctx, b.ctr, client.ExecCreateOptions{Cmd: []string{"/bin/sh"}, User: fakeUser,
-		WorkingDir: p.cwd, Env: []string{"TERM=xterm-256color"}, TTY: true, AttachStdin: true, AttachStdout: true,
-		ConsoleSize: client.ConsoleSize{Height: uint(p.rows), Width: uint(p.cols)}})
-	if err != nil {
-		conn.Close(websocket.StatusInternalError, err.Error())
-		return
-	}
-	hr, err := f.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{TTY: true})
-	if err != nil {
-		conn.Close(websocket.StatusInternalError, err.Error())
-		return
-	}
-	var once sync.Once
-	shut := func() {
-		once.Do(func() {
-			cancel()
-			hr.Close()
-			conn.CloseNow()
-		})
-	}
-	f.mu.Lock()
-	p.close = shut
-	b.conns++
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		b.conns--
-		b.active = time.Now()
-		f.mu.Unlock()
-		shut()
-	}()
-	go func() {
-		defer shut()
-		for {
-			_, data, err := conn.Read(ctx)
-			if err != nil {
-				return
-			}
-			if _, err := hr.Conn.Write(data); err != nil {
-				return
-			}
-		}
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := hr.Reader.Read(buf)
-		if n > 0 {
-			if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			conn.Close(websocket.StatusNormalClosure, `{"exitCode":0}`)
-			return
-		}
-	}
 }
