@@ -2,7 +2,9 @@ package vercel
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -45,6 +47,19 @@ func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, re
 		wait = min(wait*2, time.Second)
 		return nil
 	}
+	// remake deletes the sandbox and creates it anew; retry says another process recreated
+	// it first, so it is to be looked up again and theirs used.
+	remake := func(op string) (retry bool, err error) {
+		if err := b.api.DeleteSandbox(ctx, name); err != nil && !isNotFound(err) {
+			return false, b.apiErr(op, name, err)
+		}
+		recreated, created = true, true
+		vm, fresh, err = b.create(ctx, session, rec)
+		if isConflict(err) {
+			return true, join()
+		}
+		return false, err
+	}
 	for {
 		got, err := b.api.GetSandbox(ctx, name, true)
 		switch {
@@ -62,6 +77,18 @@ func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, re
 				return nil, false, false, err
 			}
 			recreated, created = had, true
+		case isSnapshotNotFound(err):
+			// The stopped sandbox cannot resume: the snapshot it would resume from has
+			// expired or been deleted. As the SDK's getOrCreate does, it is deleted and
+			// made anew (its files are gone either way).
+			b.log.Warn("session's sandbox cannot resume, its snapshot is gone; recreating it", "session", session, "sandbox", name)
+			retry, err := remake("delete sandbox that cannot resume")
+			if err != nil {
+				return nil, false, false, err
+			}
+			if retry {
+				continue
+			}
 		case err != nil:
 			return nil, false, false, b.apiErr("find sandbox", name, err)
 		default:
@@ -70,21 +97,13 @@ func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, re
 				vm = &got.Session
 			case StatusFailed, StatusAborted:
 				b.log.Warn("session's sandbox failed; recreating it", "session", session, "sandbox", name, "status", got.Session.Status)
-				if err := b.api.DeleteSandbox(ctx, name); err != nil && !isNotFound(err) {
-					return nil, false, false, b.apiErr("delete failed sandbox", name, err)
-				}
-				vm, fresh, err = b.create(ctx, session, rec)
-				if isConflict(err) { // another process recreated it first: use theirs
-					recreated, created = true, true
-					if err := join(); err != nil {
-						return nil, false, false, err
-					}
-					continue
-				}
+				retry, err := remake("delete failed sandbox")
 				if err != nil {
 					return nil, false, false, err
 				}
-				recreated, created = true, true
+				if retry {
+					continue
+				}
 			default: // stopping, snapshotting, or stopped: wait, then resume
 				if err := sandbox.Sleep(ctx, wait); err != nil {
 					return nil, false, false, b.apiErr("resume sandbox", name, fmt.Errorf("still %s: %w", got.Session.Status, err))
@@ -163,4 +182,11 @@ func (b *Backend) waitRunning(ctx context.Context, vm *VMSession) (*VMSession, e
 		vm = got
 	}
 	return vm, nil
+}
+
+// isSnapshotNotFound reports the service's 410 snapshot_not_found: a snapshot to create or
+// resume a sandbox from is gone (sandbox.ts isSnapshotNotFoundError).
+func isSnapshotNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusGone && ae.Code == "snapshot_not_found"
 }

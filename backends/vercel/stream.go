@@ -116,9 +116,11 @@ func ndjson(resp *http.Response) error {
 // RunCommand starts a command and waits for it, streaming its output while it runs. started
 // (optional) learns the command's id as soon as it is known, so a caller can kill it. A cut
 // stream is picked up again from the command's logs, skipping what was already delivered;
-// the command itself is never started twice.
+// the command itself is never started twice. As the SDK's Session.runCommand does, it asks
+// for the log lines in the stream (logs: true): without it the stream holds only the
+// command, started and finished.
 func (c *Client) RunCommand(ctx context.Context, sessionID string, req RunCommandRequest, stdout, stderr io.Writer, started func(*Command)) (*Command, error) {
-	req.Wait = true
+	req.Wait, req.Logs = true, true
 	if req.Env == nil {
 		req.Env = map[string]string{}
 	}
