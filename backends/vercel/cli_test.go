@@ -59,10 +59,39 @@ func TestCLIAgainstFake(t *testing.T) {
 	if code, out, errOut := run("gc", "--idle", "1ns"); code != 0 || !strings.Contains(out, "kept sandbox default") {
 		t.Errorf("gc = %d %q %q; want the running default session kept", code, out, errOut)
 	}
+	// A timeout kills the command (exit 124) and the sandbox lives on with its state.
+	if code, _, errOut := run("exec", "--timeout", "2s", "-c", "sleep 60"); code != 124 {
+		t.Errorf("exec past its timeout = %d %q; want 124", code, errOut)
+	}
+	if code, out, errOut := run("exec", "-c", "pwd"); code != 0 || out != "/tmp\n" {
+		t.Errorf("exec after a timeout = %d %q %q; want /tmp, the session kept", code, out, errOut)
+	}
+	// A second session is a sandbox of its own.
+	if code, out, errOut := run("exec", "--session", "second", "-c", "pwd; echo ${X:-unset}"); code != 0 || out != "/vercel/sandbox\nunset\n" {
+		t.Errorf("exec in a second session = %d %q %q; want its own directory and environment", code, out, errOut)
+	}
+	if code, out, errOut := run("sessions", "list"); code != 0 || !strings.Contains(out, "default") || !strings.Contains(out, "second") {
+		t.Errorf("sessions list = %d %q %q; want both sessions", code, out, errOut)
+	}
+	if code, out, errOut := run("sessions", "rm", "second"); code != 0 || out != "removed second\n" {
+		t.Errorf("sessions rm second = %d %q %q", code, out, errOut)
+	}
 	if code, out, errOut := run("sessions", "rm", "default"); code != 0 || out != "removed default\n" {
 		t.Errorf("sessions rm = %d %q %q", code, out, errOut)
 	}
 	if code, _, errOut := run("sessions", "rm", "default"); code == 0 || !strings.Contains(errOut, "not found") {
 		t.Errorf("sessions rm of a removed session = %d %q; want a not-found error", code, errOut)
+	}
+	// rm --all removes every session, and then there are none.
+	for _, name := range []string{"a", "b"} {
+		if code, _, errOut := run("exec", "--session", name, "-c", "true"); code != 0 {
+			t.Fatalf("exec in session %s = %d %q", name, code, errOut)
+		}
+	}
+	if code, out, errOut := run("sessions", "rm", "--all"); code != 0 || !strings.Contains(out, "removed a") || !strings.Contains(out, "removed b") {
+		t.Errorf("sessions rm --all = %d %q %q; want both removed", code, out, errOut)
+	}
+	if code, out, errOut := run("sessions", "list"); code != 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.HasPrefix(out, "NAME") {
+		t.Errorf("sessions list after rm --all = %d %q %q; want the header alone", code, out, errOut)
 	}
 }

@@ -42,6 +42,10 @@ func (b *Backend) apiErr(op, id string, err error) error {
 			err = sandbox.WithKind(sandbox.ErrUnavailable, hinted(ae, "rate limited by Vercel; try again later"))
 		case ae.Status >= 500:
 			err = sandbox.WithKind(sandbox.ErrUnavailable, hinted(ae, "the Vercel API failed; try again (hermes-sandbox doctor)"))
+		case ae.Status == http.StatusGone || (ae.Status == http.StatusUnprocessableEntity && (ae.Code == "sandbox_stopping" || ae.Code == "sandbox_snapshotting")):
+			// The VM session stopped, is stopping or is being snapshotted (sandbox.ts reads
+			// these codes the same way): the sandbox resumes on the next start.
+			err = sandbox.WithKind(sandbox.ErrUnavailable, hinted(ae, "the sandbox's VM session is not running; the next command resumes it"))
 		case ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity:
 			err = sandbox.WithKind(sandbox.ErrInvalidConfig, ae)
 		}

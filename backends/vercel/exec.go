@@ -2,6 +2,7 @@ package vercel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -80,13 +81,16 @@ func (b *Backend) redialHelper(ctx context.Context, session string, vm *VMSessio
 	deadline := time.Now().Add(helperWait)
 	wait := 50 * time.Millisecond
 	for {
+		if final(err) {
+			return nil, err
+		}
 		if upload {
 			b.log.Debug("helper did not start; uploading it", "session", session, "err", err)
 			if uerr := b.uploadHelper(ctx, vm, up); uerr != nil {
 				return nil, uerr
 			}
 			var client *agent.Client
-			if client, err = b.dialHelper(ctx, vm, up); err == nil || ctx.Err() != nil {
+			if client, err = b.dialHelper(ctx, vm, up); err == nil || ctx.Err() != nil || final(err) {
 				return client, err
 			}
 		}
@@ -104,6 +108,12 @@ func (b *Backend) redialHelper(ctx context.Context, session string, vm *VMSessio
 		}
 		err, upload = derr, true
 	}
+}
+
+// final reports a failure that another try would only repeat: the terminal's token
+// refused, or its server not ready after waitReady's bound.
+func final(err error) bool {
+	return errors.Is(err, sandbox.ErrDenied) || errors.Is(err, errNotReady)
 }
 
 func (s *session) setVM(vm *VMSession) {

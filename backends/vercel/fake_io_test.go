@@ -181,9 +181,12 @@ type fakePTY struct {
 	notReady int
 	// drop is how many terminal connections are accepted and then dropped at once.
 	drop int
+	// hangup is how many terminal requests are hung up on before the handshake's answer.
+	hangup int
 	// Counts for tests.
 	healthPolls, opens, resizes int
 	refused                     []string // why connections were refused
+	issued                      []string // every token handed out
 }
 
 type ptyToken struct {
@@ -214,6 +217,7 @@ func (f *fake) interactive(w http.ResponseWriter, r *http.Request) {
 		p.tokens = map[string]ptyToken{}
 	}
 	p.tokens[tok] = ptyToken{session: s.id, expires: time.Now().Add(ttl)}
+	p.issued = append(p.issued, tok)
 	p.mu.Unlock()
 	reply(w, map[string]any{"url": "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/pty/" + s.id, "token": tok})
 }
@@ -266,6 +270,18 @@ func strictJSON(msg []byte, v any) error {
 
 func (f *fake) pty(w http.ResponseWriter, r *http.Request) {
 	p := &f.term
+	p.mu.Lock()
+	hangup := p.hangup > 0
+	if hangup {
+		p.hangup--
+	}
+	p.mu.Unlock()
+	if hangup {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+		return
+	}
 	tok := r.URL.Query().Get("token")
 	p.mu.Lock()
 	t, ok := p.tokens[tok]

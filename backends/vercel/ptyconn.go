@@ -81,6 +81,10 @@ func (b *Backend) openPTY(ctx context.Context, id string, start ptyStart) (*ptyC
 	}
 }
 
+// errNotReady is a terminal whose server never became ready: waitReady has waited its
+// bound, so trying again at once would not help.
+var errNotReady = errors.New("terminal not ready")
+
 // withToken is the WebSocket URL with the token in its query, as interactive-shell.ts
 // builds it.
 func withToken(wsURL, token string) (string, error) {
@@ -127,7 +131,7 @@ func waitReady(ctx context.Context, hc *http.Client, wsURL string, wait time.Dur
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the interactive server at %s was not ready after %s (GET /health: %v)", u.Host, wait, err)
+			return fmt.Errorf("%w: the interactive server at %s did not answer after %s (GET /health: %v)", errNotReady, u.Host, wait, err)
 		}
 		if serr := sandbox.Sleep(ctx, pause); serr != nil {
 			return serr
