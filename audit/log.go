@@ -37,13 +37,13 @@ type Log struct {
 
 	mu       sync.Mutex
 	idle     *sync.Cond // broadcast when flushing ends
-	queue    []*request
-	flushing bool // a leader owns f, lock and buf
-	closed   bool
+	queue    []*request // guarded by mu
+	flushing bool       // guarded by mu; a leader owns f, lock and buf
+	closed   bool       // guarded by mu
 
-	f    *os.File
-	lock *os.File
-	buf  []byte
+	f    *os.File // owned by the flushing leader (flushing, under mu)
+	lock *os.File // owned by the flushing leader
+	buf  []byte   // owned by the flushing leader
 }
 
 type request struct {
@@ -282,7 +282,8 @@ func (l *Log) commitLocked(ctx context.Context, batch []*request, seqs []int64, 
 	}
 	switch {
 	case st == nil && t.sealed:
-		return fail(fmt.Errorf("audit: append %s: %w: record %d carries a MAC but %s is gone (check the log with `hermes-sandbox audit verify --key KEY`, then start a new log with `hermes-sandbox audit init --rotate`)",
+		return fail(fmt.Errorf("audit: append %s: %w: record %d carries a MAC but %s is gone "+
+			"(check the log with `hermes-sandbox audit verify --key KEY`, then start a new log with `hermes-sandbox audit init --rotate`)",
 			l.path, ErrSealMissing, t.seq, l.sealPath))
 	case st != nil && st.Closed:
 		return fail(fmt.Errorf("audit: append %s: the log was closed by a rotation; start a new one with `hermes-sandbox audit init`", l.path))

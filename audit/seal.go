@@ -246,7 +246,8 @@ type sealer struct {
 // the old one.
 func (s *sealer) mac(seq int64, hash string) (string, error) {
 	if seq-s.seq > maxKeySteps {
-		return "", fmt.Errorf("audit: record %d is %d records past the sealing state; the log's tail was forged or the state replaced (check it with `hermes-sandbox audit verify --key KEY`)", seq, seq-s.seq)
+		return "", fmt.Errorf("audit: record %d is %d records past the sealing state; the log's tail was forged or the state replaced "+
+			"(check it with `hermes-sandbox audit verify --key KEY`)", seq, seq-s.seq)
 	}
 	for s.seq < seq { // the state lagged (a crash between the log's sync and the state's write)
 		s.advance()

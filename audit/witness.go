@@ -54,7 +54,7 @@ type Witness struct {
 	kind, addr string
 
 	mu   sync.Mutex
-	conn net.Conn
+	conn net.Conn // guarded by mu
 }
 
 // NewWitness connects to the system log: kind is WitnessSyslog or

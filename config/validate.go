@@ -105,7 +105,8 @@ func (c *Config) validateLocal(v *validator) {
 	}
 	v.egressList("local.egress_allow", l.EgressAllow)
 	if eff := l.EffectiveNetwork(c.Terminal.EgressAllow); len(l.EgressAllow) > 0 && eff != LocalNetworkAllowlist {
-		v.failf("local.egress_allow", "is set but local.network is %s, so nothing would apply it: set local.network allowlist (hermes-sandbox config set local.network allowlist) or empty local.egress_allow", eff)
+		v.failf("local.egress_allow", "is set but local.network is %s, so nothing would apply it: "+
+			"set local.network allowlist (hermes-sandbox config set local.network allowlist) or empty local.egress_allow", eff)
 	}
 	for _, p := range l.DenyRead {
 		if p != "~" && !strings.HasPrefix(p, "~/") && !filepath.IsAbs(p) {

@@ -66,7 +66,7 @@ type Backend struct {
 	opts  Options
 
 	mu    sync.Mutex
-	allow []string // grows with "always" answers
+	allow []string // guarded by mu; grows with "always" answers
 }
 
 // Name returns the inner backend's name.
@@ -177,11 +177,11 @@ type Session struct {
 	inner sandbox.Session
 
 	mu       sync.Mutex
-	calls    int
-	approved map[string]bool // finding descriptions approved for this session
-	storeErr error           // the store could not be read or written: refuse everything
-	basePath string          // the session's PATH when first seen
-	workDir  string          // the session's directory when first seen
+	calls    int             // guarded by mu
+	approved map[string]bool // guarded by mu; finding descriptions approved for this session
+	storeErr error           // guarded by mu; the store could not be read or written: refuse everything
+	basePath string          // guarded by mu; the session's PATH when first seen
+	workDir  string          // guarded by mu; the session's directory when first seen
 }
 
 // absorb takes the stored record's count and approvals.

@@ -50,7 +50,11 @@ func (a *analyzer) codeFileOps(key, code string, lits []codeLit) {
 			}
 		}
 	}
-	for _, name := range [...]string{"open", "fopen", "writeFileSync", "appendFileSync", "writeFile", "appendFile", "File.write", "IO.write", "file_put_contents", "createWriteStream", "copyfile", "copy", "copy2", "move", "rename", "symlink"} {
+	for _, name := range []string{
+		"open", "fopen", "writeFileSync", "appendFileSync", "writeFile", "appendFile", "File.write",
+		"IO.write", "file_put_contents", "createWriteStream", "copyfile", "copy", "copy2", "move",
+		"rename", "symlink",
+	} {
 		for _, span := range callSites(code, name, lits, key == "perl") {
 			var in []codeLit
 			for _, l := range lits {

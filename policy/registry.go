@@ -141,7 +141,11 @@ func patAny(pats, s string) bool {
 // cliRules is the table of subcommand and option rules.
 var cliRules = []cliRule{
 	// Other agents' bypass switches (any command: agent CLIs are many and new).
-	{cmd: "*", opt: "--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|--dangerously-allow-all|--allow-dangerously-skip-permissions|--permission-mode=bypasspermissions|--yolo|--approval-mode=yolo|--ask-for-approval=never|--sandbox=danger-full-access|-c=approval_policy=never|-c=~danger-full-access|--config=approval_policy=never", rule: ruleAgentBypass},
+	{cmd: "*", opt: "--dangerously-skip-permissions|--dangerously-bypass-approvals-and-sandbox|" +
+		"--dangerously-allow-all|--allow-dangerously-skip-permissions|" +
+		"--permission-mode=bypasspermissions|--yolo|--approval-mode=yolo|--ask-for-approval=never|" +
+		"--sandbox=danger-full-access|-c=approval_policy=never|-c=~danger-full-access|" +
+		"--config=approval_policy=never", rule: ruleAgentBypass},
 	{cmd: "codex", opt: "-a=never|-s=danger-full-access|~danger-full-access|~approval_policy=never|~approval_policy=\"never\"", rule: ruleAgentBypass},
 	{cmd: "gemini qwen", opt: "-y", rule: ruleAgentBypass},
 	{cmd: "aider", opt: "--yes-always|--yes", rule: ruleAgentBypass},
@@ -230,11 +234,15 @@ var cliRules = []cliRule{
 	{cmd: "go", sub: "env", opt: "-w&~goproxy=|~gonosumdb|~gonosumcheck|~goflags=|~goinsecure|~gosumdb=off", rule: ruleRegistryRedirect},
 
 	// Offensive tools.
-	{cmd: "hydra medusa ncrack masscan zmap sqlmap nikto msfconsole msfvenom crackmapexec netexec nxc responder john hashcat hping3 wpscan gobuster feroxbuster ffuf dirb kerbrute impacket-secretsdump mimikatz", not: "--help|-h|--version|-v|-V", rule: ruleOffensive},
+	{cmd: "hydra medusa ncrack masscan zmap sqlmap nikto msfconsole msfvenom crackmapexec netexec " +
+		"nxc responder john hashcat hping3 wpscan gobuster feroxbuster ffuf dirb kerbrute " +
+		"impacket-secretsdump mimikatz", not: "--help|-h|--version|-v|-V", rule: ruleOffensive},
 	{cmd: "nmap", opt: "~/8|~/9|~/10|~/11|~/12|~/13|~/14|~/15|~/16|~0.0.0.0|-ss|-su|-sn|-a|-o|--script*|-iR", rule: ruleOffensive},
 
 	// Administrator access.
-	{cmd: "aws", sub: "iam create-access-key|attach-user-policy|attach-role-policy|attach-group-policy|put-user-policy|put-role-policy|create-login-profile|update-login-profile|update-assume-role-policy|add-user-to-group|create-user", rule: ruleIAM},
+	{cmd: "aws", sub: "iam create-access-key|attach-user-policy|attach-role-policy|attach-group-policy|" +
+		"put-user-policy|put-role-policy|create-login-profile|update-login-profile|" +
+		"update-assume-role-policy|add-user-to-group|create-user", rule: ruleIAM},
 	{cmd: "gcloud", sub: "projects|organizations|folders add-iam-policy-binding|set-iam-policy", rule: ruleIAM},
 	{cmd: "az", sub: "role assignment create", rule: ruleIAM},
 	{cmd: "az", sub: "ad sp|app credential reset", rule: ruleIAM},

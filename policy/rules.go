@@ -134,8 +134,9 @@ var ruleTable = [numRules]Rule{
 	ruleGateConfigChange: {"gate-config-change", "changing the sandbox's own approval, tool, loop or audit settings", VerdictHardline},
 	ruleGateConfigWrite:  {"gate-config-write", "modifying the sandbox's own config, secrets or audit log", VerdictHardline},
 	ruleGateEnv:          {"gate-env-override", "overriding the sandbox's settings through environment variables", VerdictHardline},
-	ruleEgressChange:     {"egress-change", "changing the sandbox's network egress (docker.network, kubernetes.network, an egress allowlist, or a live session's with `sessions network`)", VerdictHardline},
-	ruleChmodRoot:        {"recursive-chmod-root", "recursive permission or ownership change of the root filesystem", VerdictHardline},
+	ruleEgressChange: {"egress-change", "changing the sandbox's network egress (docker.network, kubernetes.network, " +
+		"an egress allowlist, or a live session's with `sessions network`)", VerdictHardline},
+	ruleChmodRoot: {"recursive-chmod-root", "recursive permission or ownership change of the root filesystem", VerdictHardline},
 
 	ruleUnparseable:        {"unparseable", "command could not be parsed", VerdictDangerous},
 	ruleTooComplex:         {"too-complex", "command too large or too deeply nested to analyse", VerdictDangerous},

@@ -8,7 +8,11 @@ import (
 // curlValued are curl options that take a separate value.
 const curlValued = "dFTHoXeuUxAbcEKrwmyYzCPQ"
 
-var curlLongValued = " --data --data-binary --data-raw --data-urlencode --data-ascii --form --form-string --upload-file --header --output --request --referer --user --proxy --user-agent --cookie --cookie-jar --cert --key --cacert --capath --netrc-file --config --max-time --connect-timeout --retry --url --json --output-dir --resolve --write-out --proxy-user --range --limit-rate --interface --dns-servers -K "
+var curlLongValued = " --data --data-binary --data-raw --data-urlencode --data-ascii --form --form-string " +
+	"--upload-file --header --output --request --referer --user --proxy --user-agent --cookie " +
+	"--cookie-jar --cert --key --cacert --capath --netrc-file --config --max-time " +
+	"--connect-timeout --retry --url --json --output-dir --resolve --write-out --proxy-user " +
+	"--range --limit-rate --interface --dns-servers -K "
 
 // curl options whose value is a local file used for authentication or
 // TLS, not an upload.

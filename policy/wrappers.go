@@ -14,7 +14,11 @@ type wrapSpec struct {
 
 func wrapSpecFor(name string) *wrapSpec {
 	switch name {
-	case "nohup", "setsid", "unbuffer", "fakeroot", "eatmydata", "catchsegv", "dbus-run-session", "torsocks", "tsocks", "builtin", "chronic", "ifne", "nocache", "rlwrap", "stdbuf", "time", "nice", "ionice", "timeout", "caffeinate", "proxychains", "proxychains4", "firejail", "valgrind", "cgexec", "chrt", "taskset", "numactl", "faketime", "strace", "ltrace", "xvfb-run", "screen", "doas", "pkexec", "systemd-run", "gtimeout", "sem":
+	case "nohup", "setsid", "unbuffer", "fakeroot", "eatmydata", "catchsegv", "dbus-run-session",
+		"torsocks", "tsocks", "builtin", "chronic", "ifne", "nocache", "rlwrap", "stdbuf", "time",
+		"nice", "ionice", "timeout", "caffeinate", "proxychains", "proxychains4", "firejail",
+		"valgrind", "cgexec", "chrt", "taskset", "numactl", "faketime", "strace", "ltrace", "xvfb-run",
+		"screen", "doas", "pkexec", "systemd-run", "gtimeout", "sem":
 	default:
 		return nil
 	}
@@ -54,7 +58,9 @@ func wrapSpecFor(name string) *wrapSpec {
 		s.long, s.rule = "user ", rulePrivilege
 	case "systemd-run":
 		s.short = "pEuM"
-		s.long = "unit property description slice uid gid nice working-directory setenv on-active on-boot on-startup on-unit-active on-unit-inactive on-calendar timer-property path-property socket-property service-type machine "
+		s.long = "unit property description slice uid gid nice working-directory setenv on-active on-boot " +
+			"on-startup on-unit-active on-unit-inactive on-calendar timer-property path-property " +
+			"socket-property service-type machine "
 	}
 	return s
 }
@@ -194,7 +200,9 @@ func (a *analyzer) sudo(c *call) {
 				a.editFiles(args[i+1:])
 				a.add(rulePrivilege)
 				return
-			case s == "--user" || s == "--group" || s == "--prompt" || s == "--close-from" || s == "--chdir" || s == "--host" || s == "--role" || s == "--type" || s == "--other-user" || s == "--command-timeout":
+			case s == "--user" || s == "--group" || s == "--prompt" || s == "--close-from" || s == "--chdir" ||
+				s == "--host" || s == "--role" || s == "--type" || s == "--other-user" ||
+				s == "--command-timeout":
 				i++
 			}
 			if s != "--list" && s != "--validate" && s != "--reset-timestamp" && s != "--remove-timestamp" && s != "--version" && s != "--help" {
@@ -514,7 +522,9 @@ func (a *analyzer) xargs(c *call) {
 			repl = "{}"
 		case s == "-0" || s == "--null":
 			nul = true
-		case s == "-n" || s == "-L" || s == "-P" || s == "-s" || s == "-d" || s == "-E" || s == "-a" || s == "--arg-file" || s == "--delimiter" || s == "--max-args" || s == "--max-procs" || s == "--max-lines":
+		case s == "-n" || s == "-L" || s == "-P" || s == "-s" || s == "-d" || s == "-E" || s == "-a" ||
+			s == "--arg-file" || s == "--delimiter" || s == "--max-args" || s == "--max-procs" ||
+			s == "--max-lines":
 			i++
 		}
 	}

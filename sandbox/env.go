@@ -14,7 +14,8 @@ var baselineEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "
 	"TZ", "TMPDIR", "COLORTERM", "NO_COLOR"}
 
 // credentialName matches names that look like they hold a secret.
-var credentialName = regexp.MustCompile(`(?i)(^AWS_|^AZURE_|^GOOGLE_|^GCP_|^GH_|^GITHUB_|^OPENAI_|^ANTHROPIC_|^HF_|^MODAL_|^DAYTONA_|^VERCEL_|^SSH_AUTH_SOCK$|^HERMES_SANDBOX_|_API_KEY$|_APIKEY$|_TOKEN$|_SECRET$|_SECRET_KEY$|_PASSWORD$|_PASSWD$|_CREDENTIALS?$|_PRIVATE_KEY$|^DATABASE_URL$|_DSN$)`)
+var credentialName = regexp.MustCompile(`(?i)(^AWS_|^AZURE_|^GOOGLE_|^GCP_|^GH_|^GITHUB_|^OPENAI_|^ANTHROPIC_|^HF_|^MODAL_|^DAYTONA_|^VERCEL_|` +
+	`^SSH_AUTH_SOCK$|^HERMES_SANDBOX_|_API_KEY$|_APIKEY$|_TOKEN$|_SECRET$|_SECRET_KEY$|_PASSWORD$|_PASSWD$|_CREDENTIALS?$|_PRIVATE_KEY$|^DATABASE_URL$|_DSN$)`)
 
 // LooksSecret reports whether an environment variable name looks like it holds a credential.
 func LooksSecret(name string) bool { return credentialName.MatchString(name) }

@@ -35,24 +35,24 @@ const (
 // middle was dropped. The last half is kept in a ring file beside it while the command runs.
 type Capture struct {
 	mu       sync.Mutex
-	limit    int
-	spillDir string
-	out, err stream
+	limit    int    // guarded by mu
+	spillDir string // guarded by mu
+	out, err stream // guarded by mu
 	// early holds both streams in arrival order until the first drop; then it goes to the
 	// spill file and later output is appended there.
-	early     []byte
-	spill     *os.File
-	spillPath string
-	spillErr  error
+	early     []byte   // guarded by mu
+	spill     *os.File // guarded by mu
+	spillPath string   // guarded by mu
+	spillErr  error    // guarded by mu
 
-	spillRoot  string // the backend's spill directory; spillDir may be a session's under it
-	spillLimit int64
-	spillHead  int64    // bytes written to the spill file itself
-	ring       *os.File // the spill's last half, a ring buffer
-	ringPos    int64    // where the next byte goes; the oldest byte once the ring is full
-	ringLen    int64
-	ringTotal  int64 // bytes that went to the ring
-	spillGap   int64 // bytes dropped from the spill file's middle
+	spillRoot  string   // guarded by mu; the backend's spill directory; spillDir may be a session's under it
+	spillLimit int64    // guarded by mu
+	spillHead  int64    // guarded by mu; bytes written to the spill file itself
+	ring       *os.File // guarded by mu; the spill's last half, a ring buffer
+	ringPos    int64    // guarded by mu; where the next byte goes; the oldest byte once the ring is full
+	ringLen    int64    // guarded by mu
+	ringTotal  int64    // guarded by mu; bytes that went to the ring
+	spillGap   int64    // guarded by mu; bytes dropped from the spill file's middle
 }
 
 type stream struct {
@@ -395,7 +395,7 @@ type TailWriter struct {
 	Max int
 
 	mu  sync.Mutex
-	buf []byte
+	buf []byte // guarded by mu
 }
 
 func (t *TailWriter) Write(p []byte) (int, error) {

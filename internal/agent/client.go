@@ -29,9 +29,9 @@ type Client struct {
 	beatDone chan struct{}
 
 	mu      sync.Mutex
-	nextID  uint32
-	pending map[uint32]*pending
-	err     error // set once the read loop ends
+	nextID  uint32              // guarded by mu
+	pending map[uint32]*pending // guarded by mu
+	err     error               // guarded by mu; set once the read loop ends
 	done    chan struct{}
 }
 

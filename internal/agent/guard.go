@@ -27,9 +27,9 @@ for p in $g; do kill -KILL "-$p"; done 2>/dev/null`
 // instead of one per command: a command costs a line on a pipe, not a fork and exec.
 type guard struct {
 	mu     sync.Mutex
-	w      *os.File
-	p      *os.Process
-	failed bool // no guard could start: commands run unguarded, as without Guard
+	w      *os.File    // guarded by mu
+	p      *os.Process // guarded by mu
+	failed bool        // guarded by mu; no guard could start: commands run unguarded, as without Guard
 }
 
 // add tells the guard of a new foreground command's process group.

@@ -58,8 +58,8 @@ type frame struct {
 // frameWriter serialises frames from many goroutines onto one stream.
 type frameWriter struct {
 	mu  sync.Mutex
-	w   *bufio.Writer
-	err error
+	w   *bufio.Writer // guarded by mu
+	err error         // guarded by mu
 }
 
 func newFrameWriter(w io.Writer) *frameWriter {

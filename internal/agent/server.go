@@ -51,9 +51,9 @@ type Server struct {
 	confStatus ConfinementStatus
 
 	mu     sync.Mutex
-	jobMu  sync.Mutex // held while a job starts, so the job limit holds
-	runs   map[uint32]*run
-	writes map[uint32]*pendingWrite
+	jobMu  sync.Mutex               // held while a job starts, so the job limit holds
+	runs   map[uint32]*run          // guarded by mu
+	writes map[uint32]*pendingWrite // guarded by mu
 	wg     sync.WaitGroup
 	guard  guard // Options.Guard
 }

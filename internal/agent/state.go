@@ -25,22 +25,22 @@ import (
 // run) picks it up.
 type sessionState struct {
 	mu    sync.Mutex
-	path  string
-	cwd   string
-	env   map[string]string
-	known []string
-	fresh bool
+	path  string            // guarded by mu
+	cwd   string            // guarded by mu
+	env   map[string]string // guarded by mu
+	known []string          // guarded by mu
+	fresh bool              // guarded by mu
 	// lastRaw is the exit-trap output that produced the state of generation gen; a command
 	// that started from that generation and reports the same output changed nothing, which
 	// spares the parse and the save for most scripts.
-	lastRaw []byte
+	lastRaw []byte // guarded by mu
 	// gen counts changes to cwd and env, here or taken from another helper's save.
-	gen uint64
+	gen uint64 // guarded by mu
 	// stamp and saved identify state.json as last read or written here: when another helper
 	// of the session (another CLI process, another exec in the same sandbox) saves, they
 	// change.
-	stamp string
-	saved []byte
+	stamp string // guarded by mu
+	saved []byte // guarded by mu
 }
 
 // base is the state a command started from: what it changed is what differs at its end.

@@ -49,14 +49,14 @@ type Session struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	client    *agent.Client
-	recreated bool // not yet reported in a result
-	closed    bool
+	client    *agent.Client // guarded by mu
+	recreated bool          // guarded by mu; not yet reported in a result
+	closed    bool          // guarded by mu
 	// starting is closed when the start in progress ends (nil: none). The start runs without
 	// mu, so Close and other calls never wait behind a container create or an upload; callers
 	// that need the helper wait for it, or for their own context.
-	starting    chan struct{}
-	cancelStart context.CancelFunc
+	starting    chan struct{}      // guarded by mu
+	cancelStart context.CancelFunc // guarded by mu
 }
 
 // New returns a session; nothing starts until the first use.

@@ -17,8 +17,8 @@ type LogWriter struct {
 	msg   string
 
 	mu   sync.Mutex
-	buf  []byte
-	last []string
+	buf  []byte   // guarded by mu
+	last []string // guarded by mu
 }
 
 // tailLines is how many lines Tail keeps.

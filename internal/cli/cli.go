@@ -220,7 +220,8 @@ func (a *app) autoBackend(ctx context.Context, cfg *config.Config) string {
 		}
 		reason = err.Error()
 	}
-	fmt.Fprintf(a.stderr, "hermes-sandbox: no backend configured and docker is not usable (%s); using local: commands run UNISOLATED on this host. Choose one with `hermes-sandbox config set sandbox NAME`.\n", reason)
+	fmt.Fprintf(a.stderr, "hermes-sandbox: no backend configured and docker is not usable (%s); using local: "+
+		"commands run UNISOLATED on this host. Choose one with `hermes-sandbox config set sandbox NAME`.\n", reason)
 	return "local"
 }
 

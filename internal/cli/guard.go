@@ -62,7 +62,9 @@ func checkSharedEgress(cfg *config.Config, b sandbox.Backend) error {
 		return nil
 	}
 	return fmt.Errorf("terminal.egress_allow is set, but the %s backend does not enforce it (egress %s: %s); refusing to run rather than pretend: "+
-		"unset terminal.egress_allow (hermes-sandbox config unset terminal.egress_allow), or use a backend that enforces it (docker with docker.network allowlist, kubernetes with kubernetes.network allowlist): %w",
+		"unset terminal.egress_allow (hermes-sandbox config unset terminal.egress_allow), or use a "+
+		"backend that enforces it (docker with docker.network allowlist, kubernetes with "+
+		"kubernetes.network allowlist): %w",
 		b.Name(), rep.Status, rep.Detail, sandbox.ErrInvalidConfig)
 }
 

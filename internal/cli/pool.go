@@ -21,10 +21,10 @@ type sessionPool struct {
 	logger *slog.Logger
 
 	create sync.Mutex // one backend is built at a time
-	mu     sync.Mutex
-	keep   time.Duration // the latest terminal.keep_alive
-	// entries by backend choice and settings
-	entries map[string]*poolEntry
+
+	mu      sync.Mutex
+	keep    time.Duration         // guarded by mu; the latest terminal.keep_alive
+	entries map[string]*poolEntry // guarded by mu; by backend choice and settings
 }
 
 func newSessionPool(keep time.Duration, logger *slog.Logger) *sessionPool {
@@ -55,20 +55,21 @@ type poolEntry struct {
 	opening sync.Mutex // one session opens at a time, outside mu
 
 	mu       sync.Mutex
-	users    int
-	used     time.Time
-	closed   bool // reaped: a call that finds it takes a new entry
-	sessions map[string]*pooledSession
+	users    int                       // guarded by mu
+	used     time.Time                 // guarded by mu
+	closed   bool                      // guarded by mu; reaped: a call that finds it takes a new entry
+	sessions map[string]*pooledSession // guarded by mu
 	// lent: every session out on loan, by identity, including forgotten ones
-	lent map[sandbox.Session]*pooledSession
+	lent map[sandbox.Session]*pooledSession // guarded by mu
 }
 
+// pooledSession's counters are guarded by its poolEntry's mu.
 type pooledSession struct {
 	sess  sandbox.Session
-	users int
-	used  time.Time
+	users int       // guarded by poolEntry.mu
+	used  time.Time // guarded by poolEntry.mu
 	// stale: the session was removed by another process; it closes when its last user is done
-	stale bool
+	stale bool // guarded by poolEntry.mu
 }
 
 // entry finds or builds the backend for cfg and counts the caller as its user until done.
@@ -330,7 +331,7 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 // messages), or nowhere between calls.
 type swapWriter struct {
 	mu sync.Mutex
-	w  io.Writer
+	w  io.Writer // guarded by mu
 }
 
 func (s *swapWriter) Write(p []byte) (int, error) {

@@ -26,14 +26,35 @@ type setupQuestion struct {
 // setupQuestions lists, per backend, what the wizard asks. Secrets are read without echo and
 // stored in secrets.yaml.
 var setupQuestions = map[string][]setupQuestion{
-	"local":       {{"terminal.cwd", "Working directory for new sessions (empty = where you run hermes-sandbox)"}},
-	"docker":      {{"docker.image", "Image (pull it with `hermes-sandbox image pull`, or import one)"}, {"docker.memory_limit", "Memory limit"}, {"docker.network_enabled", "Allow network access (true/false)"}},
+	"local": {{"terminal.cwd", "Working directory for new sessions (empty = where you run hermes-sandbox)"}},
+	"docker": {
+		{"docker.image", "Image (pull it with `hermes-sandbox image pull`, or import one)"},
+		{"docker.memory_limit", "Memory limit"},
+		{"docker.network_enabled", "Allow network access (true/false)"},
+	},
 	"ssh":         {{"ssh.host", "Host (or a Host alias from ~/.ssh/config)"}, {"ssh.user", "User"}, {"ssh.port", "Port"}, {"ssh.key", "Private key file"}},
 	"singularity": {{"singularity.image", "Image (.sif file or docker://ref)"}},
-	"modal":       {{"modal.token_id", "Modal token id"}, {"modal.token_secret", "Modal token secret"}, {"modal.image", "Image"}, {"modal.gpu", "GPU (empty for none, e.g. A10G or A100:2)"}},
-	"daytona":     {{"daytona.api_key", "Daytona API key"}, {"daytona.api_url", "API URL (empty = https://app.daytona.io/api)"}, {"daytona.target", "Target region (empty = the organisation's default)"}, {"daytona.snapshot", "Snapshot (empty = Daytona's default; or set daytona.image instead)"}, {"daytona.auto_stop", "Hibernate after this long idle"}},
-	"vercel":      {{"vercel.token", "Vercel token"}, {"vercel.project_id", "Project id"}, {"vercel.team_id", "Team id"}},
-	"kubernetes":  {{"kubernetes.kubeconfig", "Kubeconfig file (empty = $KUBECONFIG, else ~/.kube/config, else in-cluster)"}, {"kubernetes.context", "Context (empty = the kubeconfig's current one)"}, {"kubernetes.namespace", "Namespace (empty = the context's)"}, {"kubernetes.image", "Image (its /bin/sh runs the session; any uid must be able to use it)"}, {"kubernetes.runtime_class", "RuntimeClass (empty = the cluster default; gvisor or kata isolate more)"}},
+	"modal": {
+		{"modal.token_id", "Modal token id"},
+		{"modal.token_secret", "Modal token secret"},
+		{"modal.image", "Image"},
+		{"modal.gpu", "GPU (empty for none, e.g. A10G or A100:2)"},
+	},
+	"daytona": {
+		{"daytona.api_key", "Daytona API key"},
+		{"daytona.api_url", "API URL (empty = https://app.daytona.io/api)"},
+		{"daytona.target", "Target region (empty = the organisation's default)"},
+		{"daytona.snapshot", "Snapshot (empty = Daytona's default; or set daytona.image instead)"},
+		{"daytona.auto_stop", "Hibernate after this long idle"},
+	},
+	"vercel": {{"vercel.token", "Vercel token"}, {"vercel.project_id", "Project id"}, {"vercel.team_id", "Team id"}},
+	"kubernetes": {
+		{"kubernetes.kubeconfig", "Kubeconfig file (empty = $KUBECONFIG, else ~/.kube/config, else in-cluster)"},
+		{"kubernetes.context", "Context (empty = the kubeconfig's current one)"},
+		{"kubernetes.namespace", "Namespace (empty = the context's)"},
+		{"kubernetes.image", "Image (its /bin/sh runs the session; any uid must be able to use it)"},
+		{"kubernetes.runtime_class", "RuntimeClass (empty = the cluster default; gvisor or kata isolate more)"},
+	},
 }
 
 func (a *app) setupCmd() *cobra.Command {

@@ -82,10 +82,10 @@ type Proxy struct {
 	log  *slog.Logger
 
 	mu     sync.Mutex
-	conns  map[io.Closer]struct{}
-	active int // connections being served (Go)
-	closed bool
-	done   chan struct{} // closed by Close
+	conns  map[io.Closer]struct{} // guarded by mu
+	active int                    // guarded by mu; connections being served (Go)
+	closed bool                   // guarded by mu
+	done   chan struct{}          // closed by Close
 	wg     sync.WaitGroup
 }
 

@@ -47,7 +47,7 @@ func ProxyEnv() map[string]string {
 // the audit log). The zero value discards events until Set.
 type Observer struct {
 	mu sync.Mutex
-	fn func(sandbox.EgressEvent)
+	fn func(sandbox.EgressEvent) // guarded by mu
 }
 
 // Set installs fn; call it before sessions open.

@@ -26,9 +26,9 @@ type outputMeter struct {
 	// line, before the line is cut to maxLineShown.
 	redact  func(string) string
 	mu      sync.Mutex
-	bytes   int64
-	partial []byte // the unfinished line, bounded
-	last    string // the latest finished non-blank line
+	bytes   int64  // guarded by mu
+	partial []byte // guarded by mu; the unfinished line, bounded
+	last    string // guarded by mu; the latest finished non-blank line
 }
 
 func (m *outputMeter) Write(p []byte) (int, error) {

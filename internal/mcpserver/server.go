@@ -80,11 +80,11 @@ type Server struct {
 	mcp     *mcp.Server
 
 	mu       sync.Mutex
-	closed   bool
-	sessions map[*mcp.ServerSession]*session
+	closed   bool                            // guarded by mu
+	sessions map[*mcp.ServerSession]*session // guarded by mu
 	// transports names the transport of sessions served through Serve ("stdio", …).
-	transports map[*mcp.ServerSession]string
-	wg         sync.WaitGroup // one per session watcher
+	transports map[*mcp.ServerSession]string // guarded by mu
+	wg         sync.WaitGroup                // one per session watcher
 }
 
 // New builds a server for opts.Backend. It starts nothing: call Serve, Handler or
@@ -191,13 +191,13 @@ type session struct {
 	ss   *mcp.ServerSession
 	name string
 
-	openMu sync.Mutex // serialises opening the sandbox session
-	sb     sandbox.Session
+	openMu sync.Mutex      // serialises opening the sandbox session
+	sb     sandbox.Session // guarded by openMu
 
 	mu      sync.Mutex
-	ended   bool
-	next    int
-	cancels map[int]context.CancelFunc // in-flight tool calls
+	ended   bool                       // guarded by mu
+	next    int                        // guarded by mu
+	cancels map[int]context.CancelFunc // guarded by mu; in-flight tool calls
 	calls   sync.WaitGroup
 
 	cleanup sync.Once

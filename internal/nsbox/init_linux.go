@@ -35,8 +35,8 @@ type server struct {
 	l      *net.UnixListener
 
 	mu      sync.Mutex
-	clients int
-	seen    time.Time // when the last client left, or the server started
+	clients int       // guarded by mu
+	seen    time.Time // guarded by mu; when the last client left, or the server started
 }
 
 // runServer serves clients until none is left and no process runs inside besides the init

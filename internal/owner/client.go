@@ -153,16 +153,16 @@ type client struct {
 	// credit is how many more bytes of input the owner has room for (FrameWantStdin grants
 	// it), so the owner's reader never has to wait for the command to read.
 	creditMu sync.Mutex
-	credit   int64
+	credit   int64 // guarded by creditMu
 	creditC  *sync.Cond
 	pumped   sync.Once
 
 	// The terminal's lines go to the prompt shown last (promptID), read by one reader.
 	promptMu  sync.Mutex
-	promptID  uint32
+	promptID  uint32 // guarded by promptMu
 	ttyOnce   sync.Once
 	ttyWriter *os.File
-	reading   bool // a line is being read for the prompt shown last
+	reading   bool // guarded by promptMu; a line is being read for the prompt shown last
 }
 
 func (c *client) send(typ byte, p []byte) error {

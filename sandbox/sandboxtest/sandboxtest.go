@@ -116,7 +116,7 @@ func run(t *testing.T, opts Options, gated bool) {
 
 var sessionSeq struct {
 	sync.Mutex
-	n int
+	n int // guarded by the embedded Mutex
 }
 
 // newSession opens a uniquely named session and removes it when the test ends.
@@ -370,7 +370,8 @@ func (s *suite) canSeeProcesses(t *testing.T, sess sandbox.Session) {
 // a daemon that has not yet called setsid would die with it.
 func (s *suite) detached(arg, redirect string) string {
 	f := s.opts.Scratch + "/hermes-detached-" + arg
-	return fmt.Sprintf(`rm -f %[1]s; setsid sh -c 'echo up > %[1]s; exec sleep %[2]s' %[3]s & i=0; while [ ! -s %[1]s ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; rm -f %[1]s`, f, arg, redirect)
+	return fmt.Sprintf(`rm -f %[1]s; setsid sh -c 'echo up > %[1]s; exec sleep %[2]s' %[3]s & `+
+		`i=0; while [ ! -s %[1]s ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; rm -f %[1]s`, f, arg, redirect)
 }
 
 // kill sends SIGKILL to every process in the sandbox whose command line contains marker.
@@ -420,7 +421,7 @@ func (s *suite) testTimeout(t *testing.T) {
 // signalWriter calls fn once when the output contains want.
 type signalWriter struct {
 	mu   sync.Mutex
-	buf  bytes.Buffer
+	buf  bytes.Buffer // guarded by mu
 	want string
 	once sync.Once
 	fn   func()
@@ -971,7 +972,7 @@ func (s *suite) testHardline(t *testing.T) {
 // SyncBuffer is a bytes.Buffer safe for writers and a reader in different goroutines.
 type SyncBuffer struct {
 	mu  sync.Mutex
-	buf bytes.Buffer
+	buf bytes.Buffer // guarded by mu
 }
 
 func (b *SyncBuffer) Write(p []byte) (int, error) {

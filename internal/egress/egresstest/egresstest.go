@@ -140,8 +140,8 @@ func (in *Internet) TLSConfig() *tls.Config {
 
 var getter struct {
 	sync.Mutex
-	path string
-	err  error
+	path string // guarded by the embedded Mutex
+	err  error  // guarded by the embedded Mutex
 }
 
 // Getter builds egressget (a static HTTP(S) client that honours the proxy variables and
@@ -180,7 +180,7 @@ func Getter(t testing.TB) string {
 // Log collects a backend's egress events (pass Add to ObserveEgress).
 type Log struct {
 	mu  sync.Mutex
-	evs []sandbox.EgressEvent
+	evs []sandbox.EgressEvent // guarded by mu
 }
 
 // Add records ev.

@@ -50,14 +50,14 @@ type Session struct {
 	closer io.Closer
 
 	wmu  sync.Mutex // serialises frames on w
-	wbuf []byte
+	wbuf []byte     // guarded by wmu
 
 	mu      sync.Mutex
-	streams map[uint32]*Stream
-	nextID  uint32
+	streams map[uint32]*Stream // guarded by mu
+	nextID  uint32             // guarded by mu
 	accept  chan *Stream
 	hello   chan []byte
-	err     error // set once the session ends
+	err     error // guarded by mu; set once the session ends
 	done    chan struct{}
 }
 
@@ -278,14 +278,14 @@ type Stream struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	buf      []byte // received, unread
-	unacked  int64  // read but not yet credited back
-	sendWin  int64
-	eof      bool // the peer sent EOF
-	reset    bool // the peer reset, or the session ended
-	closed   bool // Close was called
-	wclosed  bool // CloseWrite or Close was called
-	inflight int64
+	buf      []byte // guarded by mu; received, unread
+	unacked  int64  // guarded by mu; read but not yet credited back
+	sendWin  int64  // guarded by mu
+	eof      bool   // guarded by mu; the peer sent EOF
+	reset    bool   // guarded by mu; the peer reset, or the session ended
+	closed   bool   // guarded by mu; Close was called
+	wclosed  bool   // guarded by mu; CloseWrite or Close was called
+	inflight int64  // guarded by mu
 }
 
 func newStream(s *Session, id uint32) *Stream {

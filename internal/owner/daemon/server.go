@@ -79,8 +79,8 @@ type Server struct {
 	ino uint64
 
 	mu     sync.Mutex
-	active int
-	last   time.Time
+	active int       // guarded by mu
+	last   time.Time // guarded by mu
 	wg     sync.WaitGroup
 }
 
@@ -237,7 +237,7 @@ func samePeer(c *net.UnixConn) (int, bool) {
 
 type serverConn struct {
 	conn      *net.UnixConn
-	mu        sync.Mutex
+	mu        sync.Mutex // serialises frames on conn
 	answers   chan answer
 	promptSeq atomic.Uint32
 	stdin     *stdinQueue
@@ -374,10 +374,10 @@ func (w frameWriter) Write(p []byte) (int, error) {
 type stdinQueue struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
-	buf     []byte
-	closed  bool
-	granted int // granted and not yet arrived
-	asked   bool
+	buf     []byte // guarded by mu
+	closed  bool   // guarded by mu
+	granted int    // guarded by mu; granted and not yet arrived
+	asked   bool   // guarded by mu
 	grant   func(n int)
 }
 

@@ -18,7 +18,7 @@ import (
 
 var imported struct {
 	sync.Mutex
-	refs map[string]string // layout name → image reference
+	refs map[string]string // guarded by the embedded Mutex; layout name → image reference
 }
 
 // Busybox returns an image of the busybox root filesystem fs on the test engine, importing

@@ -76,16 +76,16 @@ type Server struct {
 	procs   []*process        // etcd first
 
 	crdMu   sync.Mutex
-	crdDirs map[string]bool // directories InstallCRDs has installed
+	crdDirs map[string]bool // guarded by crdMu; directories InstallCRDs has installed
 }
 
 var current struct {
 	sync.Mutex
-	srv      *Server
-	err      error  // a failed start, reported to every later Start
-	missing  string // why Start skips, when the binary or etcd is missing
-	tried    bool
-	reported bool // err, with the logs' tails, has failed a test
+	srv      *Server // guarded by the embedded Mutex
+	err      error   // guarded by the embedded Mutex; a failed start, reported to every later Start
+	missing  string  // guarded by the embedded Mutex; why Start skips, when the binary or etcd is missing
+	tried    bool    // guarded by the embedded Mutex
+	reported bool    // guarded by the embedded Mutex; err, with the logs' tails, has failed a test
 }
 
 // Start returns the process's server, starting etcd and kube-apiserver on first use. Without the
