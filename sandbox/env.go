@@ -17,8 +17,20 @@ var baselineEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "
 var credentialName = regexp.MustCompile(`(?i)(^AWS_|^AZURE_|^GOOGLE_|^GCP_|^GH_|^GITHUB_|^OPENAI_|^ANTHROPIC_|^HF_|^MODAL_|^DAYTONA_|^VERCEL_|` +
 	`^SSH_AUTH_SOCK$|^HERMES_SANDBOX_|_API_KEY$|_APIKEY$|_TOKEN$|_SECRET$|_SECRET_KEY$|_PASSWORD$|_PASSWD$|_CREDENTIALS?$|_PRIVATE_KEY$|^DATABASE_URL$|_DSN$)`)
 
-// LooksSecret reports whether an environment variable name looks like it holds a credential.
+// LooksSecret reports whether an environment variable name may hold a credential: such a
+// variable is kept out of a sandbox unless env_passthrough names it. It is broad on purpose
+// (a provider's whole prefix), so it is not the test for redacting values: see LooksCredential.
 func LooksSecret(name string) bool { return credentialName.MatchString(name) }
+
+// credentialValue matches names whose values are credentials themselves, not configuration
+// that happens to share a provider's prefix (AWS_REGION, HERMES_SANDBOX_DOCKER_IMAGE).
+var credentialValue = regexp.MustCompile(`(?i)(^SSH_AUTH_SOCK$|_API_?KEY$|_TOKEN$|_TOKEN_ID$|_TOKEN_SECRET$|_SECRET$|` +
+	`_SECRET_KEY$|_SECRET_ACCESS_KEY$|_ACCESS_KEY_ID$|_PASSWORD$|_PASSWD$|_PASSPHRASE$|_CREDENTIALS?$|_PRIVATE_KEY$|` +
+	`^DATABASE_URL$|_DSN$|^(GH|GITHUB|OPENAI|ANTHROPIC|HF)_[A-Z_]*(KEY|TOKEN)$)`)
+
+// LooksCredential reports whether an environment variable's value is a credential, whose
+// value must never be written to the audit log or shown to the agent.
+func LooksCredential(name string) bool { return credentialValue.MatchString(name) }
 
 // FilterEnv keeps the safe baseline (PATH, HOME, LANG, LC_*, TERM, USER, …) of environ plus the
 // names in passthrough. A credential-looking name passes only when passthrough names it.

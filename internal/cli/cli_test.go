@@ -378,3 +378,21 @@ func TestPolicyCheckMatchesGateWorkDir(t *testing.T) {
 		t.Errorf("policy check --sandbox local = %d %s; want dangerous (outside the local working tree)", code, out)
 	}
 }
+
+// The audit log blanks credentials, not configuration given by environment: a session
+// directory from HERMES_SANDBOX_TERMINAL_CWD stays readable, a token does not.
+func TestAuditRedactsCredentialsNotConfiguration(t *testing.T) {
+	e := newEnv(t)
+	e.environ = append(e.environ, "HERMES_SANDBOX_VERCEL_TOKEN=vtok-secret-98765", "HERMES_SANDBOX_DOCKER_IMAGE=busybox-configured")
+	e.mustRun("config", "set", "sandbox", "local")
+	e.mustRun("exec", "-c", "echo vtok-secret-98765 busybox-configured; ls "+e.dir)
+	out := e.mustRun("audit", "show", "--session", "default")
+	if strings.Contains(out, "vtok-secret") {
+		t.Errorf("audit show carries the token: %s", out)
+	}
+	for _, want := range []string{"busybox-configured", e.dir} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit show lost the configured value %q: %s", want, out)
+		}
+	}
+}

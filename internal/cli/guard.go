@@ -221,12 +221,14 @@ func workDir(b sandbox.Backend) string {
 	return ""
 }
 
-// secrets lists the values that must never appear in the audit log.
+// secrets lists the values that must never appear in the audit log: the configured secrets
+// and the values of credential variables, not configuration given by environment (an image
+// name, a path, "allowlist"), which would blank every record that mentions it.
 func (a *app) secrets(cfg *config.Config) []string {
 	out := []string{cfg.SSH.Password.Reveal(), cfg.SSH.KeyPassphrase.Reveal(), cfg.Modal.TokenID.Reveal(),
 		cfg.Modal.TokenSecret.Reveal(), cfg.Daytona.APIKey.Reveal(), cfg.Vercel.Token.Reveal(), cfg.Vercel.OIDCToken.Reveal()}
 	for _, kv := range a.environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && len(v) >= 8 && sandbox.LooksSecret(k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && len(v) >= 8 && sandbox.LooksCredential(k) {
 			out = append(out, v)
 		}
 	}
