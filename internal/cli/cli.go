@@ -118,9 +118,9 @@ func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "hermes-sandbox",
 		Short: "Run an AI agent's shell commands in a sandbox",
-		Long: `hermes-sandbox runs shell commands in the sandbox backend you choose (local, docker, ssh,
-singularity, modal, daytona, vercel), asks before dangerous commands, and records every
-command in a tamper-evident audit log. It works as a CLI, a Go library and an MCP server.`,
+		Long: "hermes-sandbox runs shell commands in the sandbox backend you choose (" + strings.Join(sandbox.BuiltinNames, ", ") +
+			"),\nasks before dangerous commands, and records every command in a tamper-evident audit log.\n" +
+			"It works as a CLI, a Go library and an MCP server.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -149,15 +149,19 @@ func TestHostSecretsStayOut(t *testing.T) {
 	}
 }
 
-func TestUnknownBackendListsAllSeven(t *testing.T) {
+func TestUnknownBackendListsAllEight(t *testing.T) {
 	e := newEnv(t)
 	code, _, errOut := e.run("", "--sandbox", "nope", "exec", "-c", "true")
 	if code == 0 {
 		t.Fatalf("unknown backend exited 0")
 	}
-	for _, n := range []string{"local", "docker", "ssh", "singularity", "modal", "daytona", "vercel"} {
+	_, help, _ := e.run("", "--help")
+	for _, n := range []string{"local", "docker", "ssh", "singularity", "modal", "daytona", "vercel", "kubernetes"} {
 		if !strings.Contains(errOut, n) {
 			t.Errorf("error %q does not list %s", errOut, n)
+		}
+		if first, _, _ := strings.Cut(help, "\n\n"); !strings.Contains(first, n) {
+			t.Errorf("--help's description %q does not name %s", first, n)
 		}
 	}
 }
