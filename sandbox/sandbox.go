@@ -18,6 +18,13 @@ const (
 	ExitNotExec     = 126 // found but not executable, or refused by the gate
 	ExitNotFound    = 127 // command not found
 	ExitInterrupted = 130 // the caller cancelled (Ctrl-C) and the process tree was killed
+
+	// ExitRunnerFailed is the CLI's exit code when hermes-sandbox itself failed, not the
+	// command: bad config, a sandbox that could not start or died, a session owner that went
+	// away mid-command. The command may not have run, or its outcome is unknown. It is
+	// docker run's code for the same case (ssh uses 255), so a caller never mistakes it for
+	// the command's own exit 1.
+	ExitRunnerFailed = 125
 )
 
 // DefaultOutputLimit is how many bytes of each stream a Result keeps by default.

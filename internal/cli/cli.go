@@ -31,6 +31,8 @@ type app struct {
 
 	sandboxFlag string
 	configFlag  string
+	// runsCommand: exec or shell runs; a failure of our own then exits ExitRunnerFailed
+	runsCommand bool
 
 	registry *sandbox.Registry[*config.Config]
 	// ephemeral: this process removes the sessions it opens (an MCP server without
@@ -105,6 +107,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	var ue usageError
 	if errors.As(err, &ue) {
 		return 2
+	}
+	if a.runsCommand {
+		// exec and shell exit with the command's code; their own failures must not look like one.
+		return sandbox.ExitRunnerFailed
 	}
 	return 1
 }

@@ -47,6 +47,7 @@ exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment
   hermes-sandbox exec --timeout 10s -- python3 -c 'print(42)'
   hermes-sandbox exec --json -c 'ls /'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.runsCommand = true
 			return a.runExec(cmd.Context(), cmd, f, args)
 		},
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // ownerPids lists the session owners started for this test's directory.
@@ -267,5 +269,56 @@ func TestOwnerKilledCallerKillsCommand(t *testing.T) {
 	})
 	if len(e.ownerPids(t)) != 1 {
 		t.Error("the owner did not outlive its killed caller")
+	}
+}
+
+// TestOwnerDiesMidCommandExitsReserved: when the session owner dies under a running command,
+// exec exits 125 (sandbox.ExitRunnerFailed), never a code the command itself could have
+// returned, and says why.
+func TestOwnerDiesMidCommandExitsReserved(t *testing.T) {
+	if owner.ExitLost != sandbox.ExitRunnerFailed {
+		t.Fatalf("owner.ExitLost = %d; want sandbox.ExitRunnerFailed (%d)", owner.ExitLost, sandbox.ExitRunnerFailed)
+	}
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	e.warmOwner(t)
+	pids := e.ownerPids(t)
+	cmd := e.command(t, "exec", "-c", "echo started; sleep 60; exit 1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "started\n" {
+		cmd.Process.Kill()
+		t.Fatalf("first line %q", line)
+	}
+	for _, p := range pids {
+		if pid, err := strconv.Atoi(p); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != sandbox.ExitRunnerFailed || !strings.Contains(errb.String(), "session owner went away") {
+		t.Errorf("exec under a killed owner: exit %d, %q; want %d and the reason", code, errb.String(), sandbox.ExitRunnerFailed)
+	}
+}
+
+// TestExecOwnFailureExitsReserved: exec's own failures (here a configuration it cannot use)
+// exit 125, not 1, so they are never taken for the command's exit status.
+func TestExecOwnFailureExitsReserved(t *testing.T) {
+	e := newEnv(t)
+	path := filepath.Join(e.dir, "config", "hermes-sandbox", "config.yaml")
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	os.WriteFile(path, []byte("terminal:\n  backend: local\n  timeout: forever\n"), 0o600)
+	if code, _, errOut := e.run("", "exec", "-c", "true"); code != sandbox.ExitRunnerFailed || !strings.Contains(errOut, "timeout") {
+		t.Errorf("exec with a bad config: exit %d, %q; want %d", code, errOut, sandbox.ExitRunnerFailed)
+	}
+	if code, _, _ := e.run("", "--sandbox", "local", "policy", "check", "rm -rf /srv/build"); code != 1 {
+		t.Errorf("policy check of a dangerous command: exit %d; want 1 (only exec and shell use 125)", code)
 	}
 }

@@ -23,6 +23,7 @@ input, so full-screen programs are not available. It needs a terminal on stdin: 
 script, use exec.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			a.runsCommand = true
 			ctx := cmd.Context()
 			in, isFile := a.stdin.(*os.File)
 			if !isFile || !term.IsTerminal(int(in.Fd())) {

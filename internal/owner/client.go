@@ -61,9 +61,14 @@ func Dial(path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
+// ExitLost is Forward's code when the owner went away or broke the protocol during a call:
+// sandbox.ExitRunnerFailed, which a command's own exit status never is by our choice.
+const ExitLost = 125
+
 // Forward hands a call to the owner listening at sock and returns the exit code the owner
 // sends back. An error that wraps ErrNoOwner means the call did not run (no owner there, or
-// it declined); any other error means the owner went away while the call ran.
+// it declined); any other error means the owner went away while the call ran, and the code
+// is then ExitLost.
 func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	conn, err := Dial(sock)
 	if err != nil {
@@ -109,7 +114,7 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 			if !started {
 				return 0, fmt.Errorf("%w: the owner closed the connection: %v", ErrNoOwner, err)
 			}
-			return 1, fmt.Errorf("the session owner went away before the command finished (%v); the command was stopped with it", err)
+			return ExitLost, fmt.Errorf("the session owner went away before the command finished (%v); the command was stopped with it", err)
 		}
 		switch typ {
 		case FrameStdout:
@@ -120,26 +125,26 @@ func Forward(sock string, h Hello, stdin io.Reader, stdout, stderr io.Writer) (i
 			started = true
 		case FrameWantStdin:
 			if len(p) != 4 {
-				return 1, errors.New("owner: malformed stdin request")
+				return ExitLost, errors.New("owner: malformed stdin request")
 			}
 			c.pumpStdin(int64(binary.BigEndian.Uint32(p)))
 		case FrameTTYPrompt:
 			if len(p) < 4 {
-				return 1, errors.New("owner: malformed prompt")
+				return ExitLost, errors.New("owner: malformed prompt")
 			}
 			c.prompt(binary.BigEndian.Uint32(p), p[4:])
 		case FrameFallback:
 			if started {
-				return 1, fmt.Errorf("the session owner declined a call it had started: %s", p)
+				return ExitLost, fmt.Errorf("the session owner declined a call it had started: %s", p)
 			}
 			return 0, fmt.Errorf("%w: %s", ErrNoOwner, p)
 		case FrameExit:
 			if len(p) != 4 {
-				return 1, errors.New("owner: malformed exit frame")
+				return ExitLost, errors.New("owner: malformed exit frame")
 			}
 			return int(int32(binary.BigEndian.Uint32(p))), nil
 		default:
-			return 1, fmt.Errorf("owner: unexpected frame %q", typ)
+			return ExitLost, fmt.Errorf("owner: unexpected frame %q", typ)
 		}
 	}
 }
