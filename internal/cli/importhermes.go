@@ -19,7 +19,8 @@ func (a *app) importHermesCmd() *cobra.Command {
 the hardened terminal.docker.* template, and .env (TERMINAL_* variables, provider tokens).
 It shows what it would change, then writes on confirmation: settings to the config file,
 credentials to secrets.yaml. Hermes keys with no equivalent here are listed, never dropped
-silently. Without a terminal, nothing is written unless --yes is given.`,
+silently. Without a terminal, nothing is written unless --yes is given, and it exits 1 when
+there were changes it did not write (0 when there is nothing to change).`,
 		Example: "  hermes-sandbox config import-hermes\n  hermes-sandbox config import-hermes ~/old-box/.hermes --yes",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -64,13 +65,13 @@ silently. Without a terminal, nothing is written unless --yes is given.`,
 			if !yes {
 				if !isTerminal(a.stdin) {
 					fmt.Fprintf(a.stdout, "Nothing written (no terminal to confirm on); run again with --yes to write %s.\n", path)
-					return nil
+					return exitError{1} // a script must notice that its import did not happen
 				}
 				fmt.Fprintf(a.stderr, "Write these %d settings to %s? [y/N]: ", len(kvs), path)
 				line, _ := bufio.NewReader(a.stdin).ReadString('\n')
 				if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y") {
 					fmt.Fprintln(a.stdout, "Nothing written.")
-					return nil
+					return exitError{1}
 				}
 			}
 			if err := config.SetMany(path, kvs); err != nil {

@@ -55,8 +55,15 @@ func TestImportHermes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(hermes, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Without a terminal and without --yes it only shows the plan.
-	out := e.mustRun("config", "import-hermes")
+	// Without a terminal and without --yes it only shows the plan, and exits 1 so that a
+	// script (yes | hermes-sandbox config import-hermes) notices nothing was written.
+	code, out, _ := e.run("", "config", "import-hermes")
+	if code != 1 {
+		t.Errorf("import-hermes without --yes and a terminal exited %d; want 1", code)
+	}
+	if code, _, _ := e.run("y\n", "config", "import-hermes"); code != 1 {
+		t.Errorf("import-hermes fed y by a pipe exited %d; want 1 (a pipe is no confirmation)", code)
+	}
 	for _, want := range []string{"terminal.backend", "docker.memory_limit", "terminal.lifetime_seconds", "model.default", "Nothing written", "***"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("import-hermes output lacks %q:\n%s", want, out)
