@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -448,6 +449,46 @@ func (c *Config) Source(key string) Source {
 		}
 	}
 	return SourceDefault
+}
+
+// Origin describes where key's effective value came from, for messages that must say so:
+// "HERMES_SANDBOX_SSH_HOST", "TERMINAL_SSH_HOST in /home/u/.hermes/.env", "/home/u/.config/
+// hermes-sandbox/config.yaml:12", "the command line", or "the default".
+func (c *Config) Origin(key string) string {
+	f, ok := lookupField(key)
+	if !ok {
+		return "the default"
+	}
+	o, ok := c.origins[f.key]
+	switch {
+	case !ok || o.source == SourceDefault:
+		return "the default"
+	case o.env != "":
+		return o.env
+	case o.file != "" && o.line > 0:
+		return o.file + ":" + strconv.Itoa(o.line)
+	case o.file != "":
+		return o.file
+	case o.source == SourceFlag:
+		return "the command line"
+	}
+	return string(o.source)
+}
+
+// FromEnvironment lists the settings of sections (and terminal's) whose value comes from the
+// environment, above the config files, as "key=value from ORIGIN" (secrets masked): what a
+// user who ran config set may not expect to be in effect.
+func (c *Config) FromEnvironment(sections ...string) []string {
+	var out []string
+	for _, f := range schema.fields {
+		if f.section != "terminal" && !slices.Contains(sections, f.section) {
+			continue
+		}
+		if o, ok := c.origins[f.key]; ok && o.source == SourceEnv {
+			out = append(out, f.key+"="+formatValue(c.fieldValue(f))+" from "+c.Origin(f.key))
+		}
+	}
+	return out
 }
 
 func (c *Config) setOrigin(key string, o origin) {

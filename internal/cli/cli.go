@@ -33,6 +33,7 @@ type app struct {
 	configFlag  string
 	// runsCommand: exec or shell runs; a failure of our own then exits ExitRunnerFailed
 	runsCommand bool
+	cfg         *config.Config // the configuration loaded last, for error messages
 
 	registry *sandbox.Registry[*config.Config]
 	// ephemeral: this process removes the sessions it opens (an MCP server without
@@ -104,6 +105,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if errors.As(err, &re) {
 		return re.ExitCode()
 	}
+	// Whatever the error names, say which settings came from elsewhere than the config file,
+	// so a value from ~/.hermes/.env or the environment is never a hidden cause.
+	fmt.Fprint(a.stderr, a.fromEnvironment())
 	var ue usageError
 	if errors.As(err, &ue) {
 		return 2
@@ -158,11 +162,32 @@ func (a *app) rootCmd() *cobra.Command {
 
 // loadConfig loads the configuration the way every subcommand sees it.
 func (a *app) loadConfig() (*config.Config, error) {
-	return config.LoadWith(config.Options{
+	cfg, err := config.LoadWith(config.Options{
 		Path:      a.configFlag,
 		Environ:   a.environ,
 		IgnoreEnv: []string{"HERMES_SANDBOX_TEST_*", "HERMES_SANDBOX_MCP_TOKEN", "HERMES_SANDBOX_AGENT"},
 	})
+	if err == nil {
+		a.cfg = cfg
+	}
+	return cfg, err
+}
+
+// fromEnvironment says which settings of the chosen backend the environment set, above the
+// config file, for an error that may be about one of them ("" when none did).
+func (a *app) fromEnvironment() string {
+	if a.cfg == nil {
+		return ""
+	}
+	var sections []string
+	if name := a.selectedName(a.cfg); name != "" {
+		sections = append(sections, name)
+	}
+	l := a.cfg.FromEnvironment(sections...)
+	if len(l) == 0 {
+		return ""
+	}
+	return "hermes-sandbox: settings in effect from the environment, above the config file: " + strings.Join(l, "; ") + "\n"
 }
 
 func (a *app) getenv(name string) string {

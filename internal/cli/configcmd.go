@@ -54,6 +54,7 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 				where = config.SecretsPathFor(p)
 			}
 			fmt.Fprintf(a.stderr, "set %s in %s\n", args[0], where)
+			a.warnOverridden(args[0])
 			return nil
 		},
 	}
@@ -90,6 +91,7 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 			}
 			if removed {
 				fmt.Fprintf(a.stderr, "removed %s from %s; its default applies\n", args[0], where)
+				a.warnOverridden(args[0])
 			} else {
 				fmt.Fprintf(a.stderr, "%s is not set in %s; nothing changed\n", args[0], where)
 			}
@@ -143,4 +145,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// warnOverridden says when what was just written to the config file is not what is in effect,
+// because the environment (HERMES_SANDBOX_*, Hermes's TERMINAL_* or ~/.hermes/.env) sets key.
+func (a *app) warnOverridden(key string) {
+	cfg, err := a.loadConfig()
+	if err != nil || cfg.Source(key) != config.SourceEnv {
+		return
+	}
+	v, _ := config.Get(cfg, key)
+	fmt.Fprintf(a.stderr, "note: %s is also set by %s, which wins: the value in effect is %s (hermes-sandbox config list shows every source)\n",
+		key, cfg.Origin(key), v)
 }

@@ -203,3 +203,29 @@ func TestHermesDotenvIsProtected(t *testing.T) {
 		t.Errorf("writing ~/.hermes/.env: exit %d, %s%s; want hardline", code, out, errOut)
 	}
 }
+
+// TestSettingFromHermesDotenvIsNamed: a value from ~/.hermes/.env that wins over config set is
+// said at once by config set, and named again by an error of the backend that uses it.
+func TestSettingFromHermesDotenvIsNamed(t *testing.T) {
+	e := newEnv(t)
+	hermes := filepath.Join(e.dir, ".hermes")
+	if err := os.MkdirAll(hermes, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hermes, ".env"), []byte("TERMINAL_SSH_HOST=127.0.0.2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := e.run("", "config", "set", "ssh.host", "127.0.0.1")
+	if code != 0 || !strings.Contains(errOut, "TERMINAL_SSH_HOST in "+filepath.Join(hermes, ".env")) || !strings.Contains(errOut, "127.0.0.2") {
+		t.Errorf("config set under a .env value: exit %d, %q; want a note naming TERMINAL_SSH_HOST in .hermes/.env and 127.0.0.2", code, errOut)
+	}
+	e.mustRun("config", "set", "ssh.port", "1") // nothing listens there: the connection is refused
+	e.mustRun("config", "set", "ssh.user", "nobody")
+	code, _, errOut = e.run("", "--sandbox", "ssh", "exec", "-c", "true")
+	if code == 0 || !strings.Contains(errOut, "ssh.host=127.0.0.2 from TERMINAL_SSH_HOST in") {
+		t.Errorf("exec with the .env host: exit %d, %q; want the error to name where ssh.host came from", code, errOut)
+	}
+	if strings.Contains(errOut, "ssh.port=") {
+		t.Errorf("a setting from the config file was listed as from the environment: %q", errOut)
+	}
+}
