@@ -240,6 +240,9 @@ type Options struct {
 	// Witness, if set, receives each record's seq, hash and MAC after it is
 	// synced. The Log does not close it.
 	Witness *Witness
+	// Sealed says the log was made by Init (audit.sealed): Open fails with ErrSealMissing
+	// when its sealing state is not there, instead of starting or going on unsealed.
+	Sealed bool
 }
 
 // DefaultLockTimeout is how long an append waits for another writer.

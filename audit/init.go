@@ -34,6 +34,9 @@ type InitOptions struct {
 	Rotate bool
 	// Now stamps records; nil means time.Now.
 	Now func() time.Time
+	// Lost says why a sealed log is being made anew (the previous one or its state was
+	// found missing); it goes into the new log's first record, so the loss stays on record.
+	Lost string
 }
 
 // Init creates a sealed log at path: a first record naming the log's id,
@@ -77,8 +80,12 @@ func Init(path string, opts InitOptions) (InitResult, error) {
 	k1 := evolve(key0)
 	defer clear(k1)
 
+	reason := "sealed log created; verify it with `hermes-sandbox audit verify --key KEY`"
+	if opts.Lost != "" {
+		reason = "sealed log created after a loss: " + opts.Lost + "; " + reason
+	}
 	header := prepare(Record{Tool: ToolAudit, Decision: DecisionLogSealed, Log: res.LogID,
-		Reason: "sealed log created; verify it with `hermes-sandbox audit verify --key KEY`"}, l.level, l.redact, now)
+		Reason: reason}, l.level, l.redact, now)
 	header.Seq, header.PrevHash = 1, GenesisHash
 	prefix, hash, err := canonical(header)
 	if err != nil {

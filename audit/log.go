@@ -114,6 +114,13 @@ func Open(path string, opts Options) (*Log, error) {
 	if level == LevelOff {
 		return l, nil
 	}
+	if opts.Sealed {
+		if _, err := os.Stat(l.sealPath); err != nil {
+			return nil, fmt.Errorf("audit: %s: %w (audit.sealed is set; %v): the log or its state was deleted or replaced; "+
+				"check what is left with `hermes-sandbox audit verify --key KEY`, then start a new sealed log "+
+				"with `hermes-sandbox audit init --rotate`, which records the loss", path, ErrSealMissing, err)
+		}
+	}
 	f, err := openPrivate(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return nil, err

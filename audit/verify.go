@@ -144,6 +144,9 @@ type VerifyOptions struct {
 	// Witness, if set, holds the witness's entries (see ReadWitness) to
 	// cross-check against the log.
 	Witness []WitnessEntry
+	// Sealed says the log must be sealed (audit.sealed): an unsealed one is then a
+	// problem (deleted and started anew, or replaced), not a log from before init.
+	Sealed bool
 }
 
 // Caveats.
@@ -179,7 +182,7 @@ func VerifyWith(path string, opts VerifyOptions) (Report, error) {
 		return rep, err
 	}
 	cp, cpErr, f, size := snap.cp, snap.cpErr, snap.f, snap.size
-	v := &verifier{rep: &rep, cp: cp, prevHash: GenesisHash, st: snap.st, intents: map[int64]int{}}
+	v := &verifier{rep: &rep, cp: cp, prevHash: GenesisHash, st: snap.st, intents: map[int64]int{}, mustSeal: opts.Sealed}
 	rep.Checkpoint = cp
 	if cpErr != nil {
 		v.add(Problem{Line: 0, Kind: KindCheckpoint, Detail: "checkpoint unreadable: " + cpErr.Error()})
@@ -262,6 +265,7 @@ func snapshot(path string) (snap, error) {
 }
 
 type verifier struct {
+	mustSeal bool // VerifyOptions.Sealed
 	rep      *Report
 	cp       *Checkpoint
 	prevSeq  int64
@@ -547,6 +551,9 @@ func (v *verifier) finish() {
 	}
 	slices.SortFunc(v.rep.Warnings, func(a, b Problem) int { return a.Line - b.Line })
 	switch {
+	case !v.rep.Sealed && v.mustSeal:
+		v.add(Problem{Line: 0, Kind: KindSeal, Detail: "the log was replaced, or deleted and started anew: it must be sealed (audit.sealed) but has no " +
+			"sealing state; start a new sealed log with `hermes-sandbox audit init --rotate`"})
 	case !v.rep.Sealed:
 		v.rep.Caveat = caveatUnsealed
 	case v.key0 == nil:

@@ -270,6 +270,9 @@ type AuditConfig struct {
 	Witness AuditWitness `yaml:"witness"`
 	// WitnessSocket overrides the witness's socket (/dev/log, /run/systemd/journal/socket).
 	WitnessSocket string `yaml:"witness_socket"`
+	// Sealed is set by `audit init`: the log must be sealed, so a log found without its
+	// sealing state (both deleted, or replaced) refuses calls instead of starting unsealed.
+	Sealed bool `yaml:"sealed"`
 }
 
 // MCPConfig is the mcp section.

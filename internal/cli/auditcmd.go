@@ -28,11 +28,11 @@ func (a *app) auditCmd() *cobra.Command {
 		return a.expandHome(cfg.Audit.LogDestination), nil
 	}
 	cmd.PersistentFlags().StringVar(&file, "file", "", "audit log (default audit.log_destination)")
-	cmd.AddCommand(a.auditInitCmd(logPath), a.auditVerifyCmd(logPath), a.auditTailCmd(logPath), a.auditShowCmd(logPath))
+	cmd.AddCommand(a.auditInitCmd(logPath, &file), a.auditVerifyCmd(logPath, &file), a.auditTailCmd(logPath), a.auditShowCmd(logPath))
 	return cmd
 }
 
-func (a *app) auditInitCmd(logPath func() (string, error)) *cobra.Command {
+func (a *app) auditInitCmd(logPath func() (string, error), fileFlag *string) *cobra.Command {
 	var rotate bool
 	init := &cobra.Command{
 		Use:   "init [--rotate]",
@@ -50,9 +50,27 @@ An existing log is never overwritten: --rotate closes it with a final record and
 			if err != nil {
 				return err
 			}
-			res, err := audit.Init(p, audit.InitOptions{Rotate: rotate})
+			var opts audit.InitOptions
+			opts.Rotate = rotate
+			if cfg, err := a.loadConfig(); err == nil && cfg.Audit.Sealed && *fileFlag == "" {
+				if _, err := os.Stat(p + ".seal"); err != nil {
+					// A sealed installation whose log or state is gone: the new log says so
+					// in its first record, and the user hears it now.
+					opts.Lost = fmt.Sprintf("the previous sealed log at %s had no sealing state (%v)", p, err)
+					fmt.Fprintf(a.stderr, "hermes-sandbox: WARNING: this installation's audit log is sealed, but %s has no sealing state: "+
+						"the log or its state was deleted or replaced. The new log records the loss in its first record.\n", p)
+				}
+			}
+			res, err := audit.Init(p, opts)
 			if err != nil {
 				return err
+			}
+			// From now on a missing sealing state refuses calls instead of starting an unsealed
+			// log (for the configured log; --file names another).
+			if *fileFlag == "" {
+				if err := config.Set(a.configPath(), "audit.sealed", "true"); err != nil {
+					return fmt.Errorf("audit init: the log is sealed, but audit.sealed could not be set: %w", err)
+				}
 			}
 			if res.Warning != "" {
 				fmt.Fprintf(a.stderr, "hermes-sandbox: warning: %s\n", res.Warning)
@@ -72,7 +90,8 @@ An existing log is never overwritten: --rotate closes it with a final record and
 	return init
 }
 
-func (a *app) auditVerifyCmd(logPath func() (string, error)) *cobra.Command {
+// auditVerifyCmd: file is --file; only the configured log is held to audit.sealed.
+func (a *app) auditVerifyCmd(logPath func() (string, error), fileFlag *string) *cobra.Command {
 	var asJSON bool
 	var key, witness string
 	verify := &cobra.Command{
@@ -94,6 +113,11 @@ An intent without a result (a killed caller) is a warning, not a failure.`,
 				return err
 			}
 			var opts audit.VerifyOptions
+			if *fileFlag == "" {
+				if cfg, err := a.loadConfig(); err == nil {
+					opts.Sealed = cfg.Audit.Sealed
+				}
+			}
 			if key == "" {
 				key = a.getenv(config.EnvAuditKey)
 			}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -358,4 +359,49 @@ func TestAuditWitnessFromConfig(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "the log was replaced") {
 		t.Errorf("audit verify --witness after the log was deleted = %d %q; want a failure", code, out)
 	}
+}
+
+// TestSealedLogDeletedFailsClosed: deleting both the sealed log and its sealing state does not
+// start an unsealed log: calls are refused, verify fails, and a new `audit init` records the
+// loss in the new log's first record.
+func TestSealedLogDeletedFailsClosed(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	e.initAudit()
+	if got := strings.TrimSpace(e.mustRun("config", "get", "audit.sealed")); got != "true" {
+		t.Fatalf("audit.sealed after audit init = %q; want true", got)
+	}
+	e.mustRun("exec", "-c", "true")
+	for _, p := range []string{e.auditLog(), e.auditLog() + ".seal", e.auditLog() + ".checkpoint"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	marker := filepath.Join(e.dir, "ran")
+	code, _, errOut := e.run("", "exec", "-c", "touch "+marker)
+	if code != 126 || !strings.Contains(errOut, "sealing state") {
+		t.Errorf("exec with the sealed log deleted: exit %d, %q; want 126 naming the sealing state", code, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran although its intent could not be recorded in a sealed log")
+	}
+	if b, err := os.ReadFile(e.auditLog()); err == nil && len(b) > 0 {
+		t.Errorf("an unsealed log was started: %q", b)
+	}
+	// Replaced by an unsealed log: verify without the key fails instead of calling it old.
+	if err := os.WriteFile(e.auditLog(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := e.run("", "audit", "verify"); code != 1 || !strings.Contains(out, "must be sealed (audit.sealed)") {
+		t.Errorf("audit verify of an unsealed log in a sealed installation: exit %d, %q; want 1", code, out)
+	}
+	os.Remove(e.auditLog())
+	code, _, errOut = e.run("", "audit", "init")
+	if code != 0 || !strings.Contains(errOut, "WARNING") {
+		t.Errorf("audit init after the loss: exit %d, %q; want it made with a warning", code, errOut)
+	}
+	if b, _ := os.ReadFile(e.auditLog()); !strings.Contains(string(b), "after a loss") {
+		t.Errorf("the new log's first record does not record the loss: %s", b)
+	}
+	e.mustRun("exec", "-c", "true")
 }

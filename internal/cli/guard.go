@@ -203,7 +203,7 @@ func (a *app) openAudit(cfg *config.Config, path string, logger *slog.Logger) au
 		witness = w
 	}
 	log, err := audit.Open(path, audit.Options{Level: audit.Level(cfg.Audit.Level), Redact: audit.NewRedactor(a.secrets(cfg)),
-		OnFailure: onFailure, Witness: witness, Logger: logger})
+		OnFailure: onFailure, Witness: witness, Logger: logger, Sealed: cfg.Audit.Sealed})
 	if err != nil {
 		return audit.Unavailable(path, fmt.Errorf("%w (fix audit.log_destination, or set audit.enabled false)", err), onFailure)
 	}
