@@ -5,44 +5,30 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 )
 
-var binOnce struct {
-	sync.Once
-	path string
-	err  error
+// TestMain removes the binaries the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveBuilt()
+	os.Exit(code)
 }
 
-// binary builds the real static hermes-sandbox once per test process.
+// binary builds the real static hermes-sandbox once per test process (removed by TestMain).
 func binary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hermes-cli-e2e-")
-		if err != nil {
-			binOnce.err = err
-			return
-		}
-		binOnce.path = filepath.Join(dir, "hermes-sandbox")
-		cmd := exec.Command("go", "build", "-o", binOnce.path, "../../cmd/hermes-sandbox")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binOnce.err = &exec.ExitError{Stderr: out}
-		}
-	})
-	if binOnce.err != nil {
-		t.Fatalf("build hermes-sandbox: %v", binOnce.err)
-	}
-	return binOnce.path
+	return testenv.BuildBinary(t, "./cmd/hermes-sandbox")
 }
 
 func (e *env) command(t *testing.T, args ...string) *exec.Cmd {

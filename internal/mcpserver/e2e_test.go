@@ -19,19 +19,13 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/mcpserver"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 )
 
-var binOnce struct {
-	sync.Once
-	dir, path string
-	err       error
-}
-
+// TestMain removes the binary the end-to-end tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binOnce.dir != "" {
-		os.RemoveAll(binOnce.dir)
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -41,42 +35,8 @@ func binary(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("skipping the end-to-end test in -short mode")
 	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hermes-sandbox-e2e-")
-		if err != nil {
-			binOnce.err = err
-			return
-		}
-		binOnce.dir = dir
-		root, err := moduleRoot()
-		if err != nil {
-			binOnce.err = err
-			return
-		}
-		binOnce.path = filepath.Join(dir, "hs")
-		cmd := exec.Command("go", "build", "-o", binOnce.path, "./cmd/hermes-sandbox")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binOnce.err != nil {
-		t.Fatal(binOnce.err)
-	}
-	return binOnce.path
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("no go.mod above %s", dir)
+	// Built as the Makefile builds it (static), as users run it.
+	return testenv.BuildBinary(t, "./cmd/hermes-sandbox")
 }
 
 // e2eEnv is a config, state and working tree for one spawned server.

@@ -6,12 +6,10 @@ package testenv
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
@@ -31,38 +29,14 @@ func Required(what string) bool {
 	return slices.Contains(strings.Split(os.Getenv("HERMES_SANDBOX_TEST_REQUIRE"), ","), what)
 }
 
-var agentOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
 // AgentBinary builds the static sandbox-agent helper for the host architecture once per test
-// process and points HERMES_SANDBOX_AGENT at it, so backends find it.
+// process (BuildBinary: removed by RemoveBuilt, or swept once the process is gone) and points
+// HERMES_SANDBOX_AGENT at it, so backends find it.
 func AgentBinary(t testing.TB) string {
 	t.Helper()
-	agentOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hermes-agent-bin-")
-		if err != nil {
-			agentOnce.err = err
-			return
-		}
-		out := filepath.Join(dir, "sandbox-agent-linux-"+runtime.GOARCH)
-		root := moduleRoot()
-		cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/sandbox-agent")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			agentOnce.err = &buildError{string(b), err}
-			return
-		}
-		agentOnce.path = out
-	})
-	if agentOnce.err != nil {
-		t.Fatalf("build sandbox-agent: %v", agentOnce.err)
-	}
-	t.Setenv(agentbin.EnvVar, agentOnce.path)
-	return agentOnce.path
+	p := BuildBinary(t, "./cmd/sandbox-agent", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	t.Setenv(agentbin.EnvVar, p)
+	return p
 }
 
 type buildError struct {
