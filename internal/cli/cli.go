@@ -128,6 +128,7 @@ command in a tamper-evident audit log. It works as a CLI, a Go library and an MC
 	root.PersistentFlags().StringVar(&a.sandboxFlag, "terminal", "", "alias of --sandbox (Hermes's spelling)")
 	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $HERMES_SANDBOX_CONFIG or ~/.config/hermes-sandbox/config.yaml)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	setVersionFlag(root)
 	root.AddCommand(
 		a.execCmd(),
 		a.shellCmd(),
