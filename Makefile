@@ -4,7 +4,10 @@ BIN := bin
 LDFLAGS := -s -w
 export CGO_ENABLED := 0
 
-.PHONY: build run test vet bench clean
+# SLIM_TAGS leaves out every backend but local (see backends/all); drop a tag to keep one.
+SLIM_TAGS := no_docker,no_ssh,no_singularity,no_modal,no_daytona,no_vercel,no_kubernetes
+
+.PHONY: build slim run test vet bench clean
 
 # Static binaries: the CLI (which can also serve as its own in-sandbox helper) and the small
 # helper for both architectures, for remote hosts over SSH.
@@ -12,6 +15,10 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hermes-sandbox ./cmd/hermes-sandbox
 	GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-agent-linux-amd64 ./cmd/sandbox-agent
 	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sandbox-agent-linux-arm64 ./cmd/sandbox-agent
+
+# A slim CLI with only the backends SLIM_TAGS keeps; a left-out one says so when chosen.
+slim:
+	$(GO) build -trimpath -tags '$(SLIM_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/hermes-sandbox-slim ./cmd/hermes-sandbox
 
 # The main job: build, report what works on this machine, and run a first command.
 run: build

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/rule"
 )
 
 // Minimums enforced by Validate.
@@ -219,7 +219,7 @@ func (c *Config) validateNetwork(v *validator, section string, mode NetworkMode,
 // egressList checks each egress allowlist entry: NAME, *.NAME, NAME:PORT; no IP addresses.
 func (v *validator) egressList(key string, entries []string) {
 	for _, e := range entries {
-		if _, err := egress.ParseRule(e); err != nil {
+		if _, err := rule.Parse(e); err != nil {
 			v.failf(key, "%v (entries are host names: pypi.org, *.github.com, host:port)", err)
 		}
 	}

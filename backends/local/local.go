@@ -24,7 +24,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/nsbox"
-	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -61,8 +60,9 @@ type Backend struct {
 
 // Section is the local backend's own configuration: local.confine, the directories of this
 // tool's files besides the state directory (the config file's, the secrets file's and the
-// audit log's), which commands may not change and, in namespaces, cannot see, and the
-// namespaces' network and deny-read paths. "~" is the caller's HOME.
+// audit log's, and the session owners' sockets, which the caller adds: a command that planted
+// one would answer for the gate), which commands may not change and, in namespaces, cannot
+// see, and the namespaces' network and deny-read paths. "~" is the caller's HOME.
 type Section struct {
 	Confine config.Confine
 	Protect []string
@@ -108,10 +108,6 @@ func New(opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
 	if opts.StateDir == "" {
 		return nil, fmt.Errorf("local: no state directory: %w", sandbox.ErrInvalidConfig)
-	}
-	if d, err := owner.Dir(opts.Environ); err == nil {
-		// The session owners' sockets: a command that planted one would answer for the gate.
-		sec.Protect = append(sec.Protect, d)
 	}
 	cwd := opts.Cwd
 	if home, _ := opts.Getenv("HOME"); home != "" && (cwd == "~" || strings.HasPrefix(cwd, "~/")) {

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -49,7 +51,7 @@ type run struct {
 	s       *Server
 	id      uint32
 	proc    *os.Process
-	stdin   *os.File
+	stdin   io.WriteCloser
 	stdinMu sync.Mutex
 
 	pty *os.File // set for terminal sessions
@@ -165,89 +167,59 @@ func (s *Server) startRun(id uint32, req RunRequest) {
 		_ = s.send(tExit, id, ExitInfo{Code: p.exitCode, Cwd: p.cwd, DurationNS: int64(time.Since(start))})
 		return
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		s.sendErrFrom(id, err)
-		return
+	// exec.Cmd makes the pipes and closes them on every path; its copying goroutines stream
+	// the output as frames, and WaitDelay stops the wait for a daemon that escaped the process
+	// group but still holds them.
+	cmd := &exec.Cmd{
+		Path:        p.argv[0],
+		Args:        p.argv,
+		Dir:         p.cwd,
+		Env:         p.env,
+		Stdout:      streamWriter{s, tStdout, id},
+		Stderr:      streamWriter{s, tStderr, id},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		WaitDelay:   200 * time.Millisecond,
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		s.sendErrFrom(id, err)
-		return
-	}
-	var stdinR, stdinW *os.File
+	var stdin io.WriteCloser
 	if req.Stdin {
-		stdinR, stdinW, err = os.Pipe()
-	} else {
-		stdinR, err = os.Open(os.DevNull)
-	}
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		s.sendErrFrom(id, err)
-		return
-	}
-	var proc *os.Process
-	s.startProcess(func() {
-		proc, err = os.StartProcess(p.argv[0], p.argv, &os.ProcAttr{
-			Dir:   p.cwd,
-			Env:   p.env,
-			Files: []*os.File{stdinR, outW, errW},
-			Sys:   &syscall.SysProcAttr{Setpgid: true},
-		})
-	})
-	stdinR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		if stdinW != nil {
-			stdinW.Close()
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			p.cleanup()
+			s.sendErrFrom(id, err)
+			return
 		}
+	}
+	s.startProcess(func() { err = cmd.Start() })
+	if err != nil {
 		p.cleanup()
 		s.sendErrFrom(id, fmt.Errorf("start %s: %w", p.argv[0], err))
 		return
 	}
-	rn := &run{s: s, id: id, proc: proc, stdin: stdinW}
+	rn := &run{s: s, id: id, proc: cmd.Process, stdin: stdin}
 	if s.opts.Guard {
-		s.guard.add(proc.Pid)
+		s.guard.add(cmd.Process.Pid)
 	}
 	s.mu.Lock()
 	s.runs[id] = rn
 	s.mu.Unlock()
-	s.goTracked(func() { rn.wait(p, req, outR, errR, start) })
+	s.goTracked(func() { rn.wait(p, req, cmd, start) })
 }
 
-func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time.Time) {
+// streamWriter sends what a command writes as frames of one type. When the client is gone it
+// still reports success, so the command is never blocked on a full pipe.
+type streamWriter struct {
+	s   *Server
+	typ frameType
+	id  uint32
+}
+
+func (w streamWriter) Write(b []byte) (int, error) {
+	_ = w.s.out.write(w.typ, w.id, b)
+	return len(b), nil
+}
+
+func (rn *run) wait(p *prepared, req RunRequest, cmd *exec.Cmd, start time.Time) {
 	s := rn.s
 	defer p.cleanup()
-	var pumps sync.WaitGroup
-	pump := func(r *os.File, typ frameType) {
-		defer pumps.Done()
-		defer r.Close()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				if s.out.write(typ, rn.id, buf[:n]) != nil {
-					// The client is gone; keep draining so the command is not blocked.
-					continue
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	pumps.Add(2)
-	go pump(outR, tStdout)
-	go pump(errR, tStderr)
-
 	var timer *time.Timer
 	if req.TimeoutMS > 0 {
 		timer = time.AfterFunc(time.Duration(req.TimeoutMS)*time.Millisecond, func() { rn.kill(reasonTimeout) })
@@ -263,14 +235,10 @@ func (rn *run) wait(p *prepared, req RunRequest, outR, errR *os.File, start time
 		s.guard.remove(rn.proc.Pid)
 	}
 	reason := rn.markExited()
-	ps, _ := rn.proc.Wait()
+	// Wait reaps the process, then waits for the output to drain, at most WaitDelay.
+	_ = cmd.Wait()
+	ps := cmd.ProcessState
 	rn.closeStdin()
-
-	// A daemon that escaped the process group may still hold the pipes: stop reading soon.
-	deadline := time.Now().Add(200 * time.Millisecond)
-	outR.SetReadDeadline(deadline)
-	errR.SetReadDeadline(deadline)
-	pumps.Wait()
 
 	s.mu.Lock()
 	delete(s.runs, rn.id)

@@ -138,6 +138,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.sandboxFlag, "terminal", "", "alias of --sandbox (Hermes's spelling)")
 	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $HERMES_SANDBOX_CONFIG or ~/.config/hermes-sandbox/config.yaml)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	setVersionFlag(root)
 	root.AddCommand(
 		a.execCmd(),
 		a.shellCmd(),

@@ -400,3 +400,19 @@ func TestAuditRedactsCredentialsNotConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionFlag checks that --version prints what the version command prints, and that no
+// -v shorthand came with it.
+func TestVersionFlag(t *testing.T) {
+	e := newEnv(t)
+	want := e.mustRun("version")
+	if !strings.HasPrefix(want, "hermes-sandbox ") || !strings.HasSuffix(want, ")\n") {
+		t.Fatalf("version printed %q; want hermes-sandbox VERSION (GO, OS/ARCH)", want)
+	}
+	if code, out, errOut := e.run("", "--version"); code != 0 || out != want || errOut != "" {
+		t.Errorf("--version = %d, %q, %q; want 0, %q, no stderr", code, out, errOut, want)
+	}
+	if code, _, errOut := e.run("", "-v"); code != 2 || !strings.Contains(errOut, "unknown shorthand flag") {
+		t.Errorf("-v = %d, %q; want 2 and an unknown flag", code, errOut)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/rule"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 )
 
@@ -80,17 +81,7 @@ func (o Overrides) Allowlist(session string) (Allowlist, error) {
 }
 
 // ParseRules parses each entry with ParseRule.
-func ParseRules(entries []string) ([]Rule, error) {
-	var out []Rule
-	for _, e := range entries {
-		r, err := ParseRule(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
+func ParseRules(entries []string) ([]Rule, error) { return rule.ParseAll(entries) }
 
 // AllowFunc is a Proxy's Options.Allow for session: the allowlist in force, read again
 // whenever the session's change file changes. An unreadable one allows nothing.

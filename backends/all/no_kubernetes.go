@@ -1,0 +1,5 @@
+//go:build no_kubernetes
+
+package all
+
+func newKubernetes(cfg, opts) (backend, error) { return leftOut("kubernetes") }

@@ -1,0 +1,5 @@
+//go:build no_modal
+
+package all
+
+func newModal(cfg, opts) (backend, error) { return leftOut("modal") }

@@ -1,0 +1,7 @@
+//go:build !no_singularity
+
+package all
+
+import "github.com/hermes-sandbox/hermes-sandbox/backends/singularity"
+
+func newSingularity(c cfg, o opts) (backend, error) { return singularity.New(c.Singularity, o) }
