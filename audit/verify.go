@@ -225,13 +225,12 @@ func VerifyWith(path string, opts VerifyOptions) (Report, error) {
 }
 
 type snap struct {
-	cp     *Checkpoint
-	cpErr  error
-	st     *sealState
-	stErr  error
-	f      *os.File
-	size   int64
-	hashes map[int64]string
+	cp    *Checkpoint
+	cpErr error
+	st    *sealState
+	stErr error
+	f     *os.File
+	size  int64
 }
 
 // snapshot reads the checkpoint, the sealing state and the log size under

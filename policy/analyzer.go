@@ -268,7 +268,7 @@ func (a *analyzer) walkStmt(s *syntax.Stmt, in desc) desc {
 		switch {
 		case out.t&tInfinite != 0 && !strings.HasPrefix(f.s, "/dev/"):
 			a.add(ruleFillDisk)
-		case (r.Op == syntax.RdrOut || r.Op == syntax.ClbOut) && out.known && out.text == "" &&
+		case (r.Op == syntax.RdrOut || r.Op == syntax.RdrClob) && out.known && out.text == "" &&
 			(s.Cmd == nil || a.lastCmd == ":" || a.lastCmd == "true" || a.lastCmd == "cat" || a.lastCmd == "echo" || a.lastCmd == "printf"):
 			a.truncateTarget(f)
 		}

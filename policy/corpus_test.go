@@ -16,8 +16,6 @@ import (
 // go test ./policy -run TestSets -pin. Review the diff before committing it.
 var pin = flag.Bool("pin", false, "rewrite testdata/*.misses from the current classifier")
 
-func loadCorpus(tb testing.TB) []Entry { return loadSet(tb, "testdata/corpus.tsv") }
-
 func loadSet(tb testing.TB, path string) []Entry {
 	tb.Helper()
 	f, err := os.Open(path)

@@ -119,7 +119,7 @@ func (a *analyzer) killSupervisor(c *call) {
 				named = true
 			}
 		}
-		if !named && len(c.args) > 0 && c.in.known == false {
+		if !named && len(c.args) > 0 && !c.in.known {
 			// Get-Process | Stop-Process: every process listed.
 			a.add(ruleKillCritical)
 		}

@@ -336,14 +336,3 @@ func hasShortFlag(args []field, flags string) bool {
 	}
 	return false
 }
-
-func hasArg(args []field, opts ...string) bool {
-	for _, f := range args {
-		for _, o := range opts {
-			if f.s == o {
-				return true
-			}
-		}
-	}
-	return false
-}

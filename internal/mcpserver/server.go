@@ -330,13 +330,6 @@ func (st *session) sandbox(ctx context.Context, b sandbox.Backend) (sandbox.Sess
 	return sb, nil
 }
 
-// opened returns the sandbox session if it is open.
-func (st *session) opened() sandbox.Session {
-	st.openMu.Lock()
-	defer st.openMu.Unlock()
-	return st.sb
-}
-
 // call is the common start of every tool that touches the sandbox: it finds the session,
 // opens its sandbox and attaches the approver. The returned context must be used for the
 // call, and release called when it is done.

@@ -276,16 +276,15 @@ type Stream struct {
 	s  *Session
 	id uint32
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	buf      []byte // guarded by mu; received, unread
-	unacked  int64  // guarded by mu; read but not yet credited back
-	sendWin  int64  // guarded by mu
-	eof      bool   // guarded by mu; the peer sent EOF
-	reset    bool   // guarded by mu; the peer reset, or the session ended
-	closed   bool   // guarded by mu; Close was called
-	wclosed  bool   // guarded by mu; CloseWrite or Close was called
-	inflight int64  // guarded by mu
+	mu      sync.Mutex
+	cond    *sync.Cond
+	buf     []byte // guarded by mu; received, unread
+	unacked int64  // guarded by mu; read but not yet credited back
+	sendWin int64  // guarded by mu
+	eof     bool   // guarded by mu; the peer sent EOF
+	reset   bool   // guarded by mu; the peer reset, or the session ended
+	closed  bool   // guarded by mu; Close was called
+	wclosed bool   // guarded by mu; CloseWrite or Close was called
 }
 
 func newStream(s *Session, id uint32) *Stream {
