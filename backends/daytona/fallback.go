@@ -3,13 +3,11 @@ package daytona
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -125,11 +123,7 @@ func isFallback(err error) bool {
 	return errors.As(err, &fb)
 }
 
-func randomID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+var randomID = shellwrap.RandomID
 
 // fbState is the shell state the fallback's last command saved.
 type fbState struct {
@@ -208,18 +202,15 @@ type fbCommand struct {
 // on a process's command line. What a JSON string cannot carry, or what is too long for one
 // line, goes in a file.
 func (s *session) buildCommand(cmd sandbox.Command, id string, hasStdin bool) (fbCommand, error) {
-	env := s.b.passthrough()
+	pass := s.b.passthrough()
 	for k, v := range cmd.Env {
-		env[k] = v
+		pass[k] = v
 	}
-	if err := shellwrap.CheckNames(env); err != nil {
+	env, err := shellwrap.Env(nil, pass)
+	if err != nil {
 		return fbCommand{}, fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)
 	}
-	names := make([]string, 0, len(env))
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := strings.Fields(env["HERMES_FB_CMDENV"])
 	inline := utf8.ValidString(cmd.Script) && len(cmd.Script) < inlineMax && utf8.ValidString(cmd.Dir)
 	size := len(cmd.Script)
 	for _, a := range cmd.Argv {

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/shellwrap"
 )
 
 // The plain-shell protocol, used where the helper cannot run. One long-lived `/bin/sh` per
@@ -21,6 +22,19 @@ import (
 // stderr, which commands get as their fd 2, and fd 4 its stdin. Nothing is sent on stdin
 // while a command runs, so a watcher reads it: end of input means the caller is gone (its
 // channel or connection closed), and the watcher kills the command's tree.
+//
+// Why this is not shellwrap.Run: Run starts each command as a process of its own, and learns
+// its end, its exit code and its output from the provider that started it. Here one shell,
+// started once per channel, runs every command: a command is a line on that shell's stdin,
+// its start and end are tokens in a shared stdout and stderr, its input comes through a FIFO
+// fed over a second channel, and the caller's going is that stdin's end, which only a shell
+// that is already running can watch (a provider's exec could not see it without a channel
+// held open per command). The state also differs: it is restored into a fresh environment
+// (env -i) so that an unset survives, and a per-command variable is dropped only when the
+// command left it as it was given, which shellwrap.Wrapper's HERMES_FB_CMDENV does not
+// model. What this protocol shares with Run is what does not depend on the transport:
+// shellwrap.ValidName for the variables it can carry, shellwrap.ParseExports for the saved
+// state (shellstate.go) and sandbox.Capture for the output.
 
 // shellPrologue defines the functions; %s is the session's state directory as a shell word.
 const shellPrologue = `exec 3>&2 2>/dev/null 4<&0
@@ -112,8 +126,6 @@ func syncCommand(ta, tb string) string {
 		ta, tb, ta, tb, ta, tb, ta, tb, ta, tb)
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // shellPath renders a remote path for a script: ~ and ~/x become "$HOME"/x, anything else is
 // quoted.
 func shellPath(p string) string {
@@ -154,7 +166,7 @@ func (w wrapperSpec) wrapper() (string, error) {
 	}
 	names := make([]string, 0, len(w.env))
 	for k := range w.env {
-		if !envName.MatchString(k) {
+		if !shellwrap.ValidName(k) {
 			return "", fmt.Errorf("environment name %q: the plain-shell protocol takes only shell identifiers", k)
 		}
 		names = append(names, k)
