@@ -597,20 +597,20 @@ func TestForwardAgainstFakeOwner(t *testing.T) {
 			WriteFrame(c, FrameExit, exitFrame(-1))
 		}},
 		{name: "closed before started", noOwner: true, serve: func(c net.Conn) {}},
-		{name: "closed after started", code: 1, errSubstr: "went away", serve: func(c net.Conn) {
+		{name: "closed after started", code: ExitLost, errSubstr: "went away", serve: func(c net.Conn) {
 			WriteFrame(c, FrameStarted, nil)
 		}},
 		{name: "fallback", noOwner: true, errSubstr: "not mine", serve: func(c net.Conn) {
 			WriteFrame(c, FrameFallback, []byte("not mine"))
 		}},
-		{name: "fallback after started", code: 1, errSubstr: "declined a call it had started", serve: func(c net.Conn) {
+		{name: "fallback after started", code: ExitLost, errSubstr: "declined a call it had started", serve: func(c net.Conn) {
 			WriteFrame(c, FrameStarted, nil)
 			WriteFrame(c, FrameFallback, []byte("too late"))
 		}},
-		{name: "malformed exit", code: 1, errSubstr: "malformed exit", serve: func(c net.Conn) {
+		{name: "malformed exit", code: ExitLost, errSubstr: "malformed exit", serve: func(c net.Conn) {
 			WriteFrame(c, FrameExit, []byte{1, 2})
 		}},
-		{name: "unknown frame", code: 1, errSubstr: "unexpected frame", serve: func(c net.Conn) {
+		{name: "unknown frame", code: ExitLost, errSubstr: "unexpected frame", serve: func(c net.Conn) {
 			WriteFrame(c, 'Z', nil)
 		}},
 	}
