@@ -445,10 +445,8 @@ func (p *wsPipe) Close() error {
 	return nil
 }
 
-// shQuote quotes s for a POSIX shell.
-func shQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// shQuote quotes s as one word for the toolbox's shell.
+var shQuote = sandbox.ShellQuote
 
 var (
 	_ sandbox.Session    = (*session)(nil)
