@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os/exec"
 	"strings"
@@ -42,6 +43,43 @@ func TestWithKind(t *testing.T) {
 	}
 	if errors.Is(err, ErrDenied) {
 		t.Errorf("WithKind matches an unrelated sentinel")
+	}
+}
+
+func TestWithHint(t *testing.T) {
+	cause := &fs.PathError{Op: "open", Path: "/x", Err: fs.ErrPermission}
+	err := WithHint(ErrDenied, cause, "ask for access")
+	var pe *fs.PathError
+	if want := cause.Error() + ": ask for access"; err.Error() != want {
+		t.Errorf("WithHint = %q; want %q", err, want)
+	}
+	if !errors.Is(err, ErrDenied) || !errors.Is(err, fs.ErrPermission) || !errors.As(err, &pe) || !HasKind(err) {
+		t.Errorf("WithHint(%q) does not match its kind and its cause", err)
+	}
+	if HasKind(cause) || HasKind(context.Canceled) {
+		t.Errorf("HasKind of an error without a sentinel = true; want false")
+	}
+}
+
+func TestWrap(t *testing.T) {
+	classified := errors.New("x")
+	classify := func(error) error { return WithKind(ErrNotFound, classified) }
+	if Wrap("b", "op", "id", nil, classify) != nil {
+		t.Errorf("Wrap(nil) != nil")
+	}
+	err := Wrap("b", "op", "id", classified, classify)
+	if err.Error() != "b: op id: x" || !errors.Is(err, ErrNotFound) {
+		t.Errorf("Wrap = %q (not found: %v); want \"b: op id: x\", classified", err, errors.Is(err, ErrNotFound))
+	}
+	if again := Wrap("b", "other", "", err, classify); again != err {
+		t.Errorf("Wrap of its own *Error = %q; want it unchanged", again)
+	}
+	if other := Wrap("c", "op", "", err, nil); other.Error() != "c: op: b: op id: x" {
+		t.Errorf("Wrap of another backend's *Error = %q; want it wrapped", other)
+	}
+	ctxErr := fmt.Errorf("call: %w", context.Canceled)
+	if err := Wrap("b", "op", "", ctxErr, classify); errors.Is(err, ErrNotFound) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Wrap(cancelled) = %q; want it unclassified", err)
 	}
 }
 
