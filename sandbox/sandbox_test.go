@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ func TestScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := NewScope(t.TempDir())
+	if !filepath.IsAbs(a.Dir()) {
+		t.Errorf("Scope.Dir() = %q; want an absolute path", a.Dir())
+	}
 	if a.ID() == b.ID() || len(a.ID()) != 8 {
 		t.Errorf("scopes of two state directories = %q, %q; want distinct 8-character ids", a.ID(), b.ID())
 	}
@@ -154,5 +158,56 @@ func TestSleep(t *testing.T) {
 	start := time.Now()
 	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Minute {
 		t.Errorf("Sleep on an ended context = %v after %s; want context.Canceled at once", err, time.Since(start))
+	}
+}
+
+type nilBackend struct{ Backend }
+
+func TestAsBackend(t *testing.T) {
+	if b, err := AsBackend((*nilBackend)(nil), ErrInvalidConfig); b != nil || err != ErrInvalidConfig {
+		t.Errorf("AsBackend(nil, err) = %v, %v; want a nil Backend and the error", b, err)
+	}
+	nb := &nilBackend{}
+	if b, err := AsBackend(nb, nil); b != Backend(nb) || err != nil {
+		t.Errorf("AsBackend(b, nil) = %v, %v; want b", b, err)
+	}
+}
+
+func TestFactoryOptionsForRemoteSandboxes(t *testing.T) {
+	o := FactoryOptions{Environ: []string{"A=1", "B=x=y", "A=2"}, EnvPassthrough: []string{"A", "B", "C", "A"}, Cwd: "/srv/w"}
+	if got := o.PassthroughMap(); len(got) != 2 || got["A"] != "2" || got["B"] != "x=y" {
+		t.Errorf("PassthroughMap() = %v; want A=2 B=x=y", got)
+	}
+	if got := o.RemoteCwd("/workspace"); got != "/workspace" {
+		t.Errorf("RemoteCwd without terminal.cwd set = %q; want the default", got)
+	}
+	o.Explicit = func(key string) bool { return key == "terminal.cwd" }
+	if got := o.RemoteCwd("/workspace"); got != "/srv/w" {
+		t.Errorf("RemoteCwd with terminal.cwd = /srv/w = %q; want /srv/w", got)
+	}
+	if o.Cwd = "rel"; o.RemoteCwd("/workspace") != "/workspace" {
+		t.Errorf("RemoteCwd with a relative terminal.cwd = %q; want the default", o.RemoteCwd("/workspace"))
+	}
+}
+
+func TestCheckOpen(t *testing.T) {
+	bad := errors.New("bad config")
+	for _, c := range []struct {
+		name     string
+		closed   bool
+		validate func() error
+		want     error
+	}{
+		{"s1", false, nil, nil},
+		{"s1", false, func() error { return nil }, nil},
+		{"../x", true, func() error { return bad }, ErrInvalidConfig},
+		{"s1", true, func() error { return bad }, ErrClosed},
+		{"s1", false, func() error { return bad }, bad},
+	} {
+		err := CheckOpen("b", c.name, c.closed, c.validate)
+		var se *Error
+		if !errors.Is(err, c.want) || c.want == nil && err != nil || c.want != nil && (!errors.As(err, &se) || se.Op != "open" || se.ID != c.name) {
+			t.Errorf("CheckOpen(%q, closed %v) = %v; want \"b: open %s: …\" matching %v", c.name, c.closed, err, c.name, c.want)
+		}
 	}
 }

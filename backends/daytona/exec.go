@@ -178,15 +178,7 @@ func (b *Backend) isStarted(ctx context.Context, id string) bool {
 }
 
 // passthrough returns the terminal.env_passthrough values of the caller's environment.
-func (b *Backend) passthrough() map[string]string {
-	env := map[string]string{}
-	for _, name := range b.opts.EnvPassthrough {
-		if v, ok := b.opts.Getenv(name); ok {
-			env[name] = v
-		}
-	}
-	return env
-}
+func (b *Backend) passthrough() map[string]string { return b.opts.PassthroughMap() }
 
 // helperImage is the local helper binary for one architecture.
 type helperImage struct {
