@@ -211,3 +211,16 @@ func TestCheckOpen(t *testing.T) {
 		}
 	}
 }
+
+func TestCIDREgress(t *testing.T) {
+	cidrs := []string{"10.0.0.0/8", "192.0.2.1/32"}
+	r := CIDREgress("Acme", "acme.allow", cidrs)
+	want := "provider-enforced, by CIDR only: Acme lets the sandbox reach 10.0.0.0/8, 192.0.2.1/32 (acme.allow); " +
+		"host names cannot be allowed by name, so terminal.egress_allow is not available here"
+	if r.Status != EgressProviderEnforced || r.Detail != want || r.AppliesShared || len(r.Allow) != 2 {
+		t.Errorf("CIDREgress = %+v; want provider-enforced, %q, not applying terminal.egress_allow", r, want)
+	}
+	if r.Allow[0] = "x"; cidrs[0] != "10.0.0.0/8" {
+		t.Errorf("CIDREgress shares its Allow with the caller's list")
+	}
+}
