@@ -81,12 +81,6 @@ func (b *Backend) overrides() egress.Overrides {
 
 func (b *Backend) overridePath(session string) string { return b.overrides().Path(session) }
 
-// allowFunc is the proxy's view of the session's allowlist, re-read when the overrides
-// file changes.
-func (b *Backend) allowFunc(session string) func() egress.Allowlist {
-	return b.overrides().AllowFunc(session)
-}
-
 // SetSessionEgress changes a session's allowlist while it runs: allow adds hosts, deny
 // removes them (a denied host stays denied even if the configuration lists it). The change
 // applies to the session's next connection. It returns the allowlist now in force.
@@ -263,7 +257,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 		return nil
 	})
 	r.ms = mux.New(pr, hr.Conn, closer)
-	r.proxy = egress.New(egress.Options{Session: session, Allow: b.allowFunc(session), ConfigKey: b.overrides().ConfigKey,
+	r.proxy = egress.New(egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
 		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log})
 	if sock != nil {
 		r.wg.Add(1)
