@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // Scanning interpreter code: string literals, call sites and their
@@ -345,7 +347,7 @@ func argText(code string, span [2]int, lits []codeLit, join string) (string, boo
 	}
 	if strings.ContainsRune(rest, '[') || join == " " && strings.ContainsRune(rest, ',') {
 		for i, v := range vals {
-			vals[i] = shellQuote(v)
+			vals[i] = sandbox.ShellQuote(v)
 		}
 		s := strings.Join(vals, " ")
 		if hasFreeIdent(rest) {

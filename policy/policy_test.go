@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 func TestClassifyTable(t *testing.T) {
@@ -217,7 +219,7 @@ func TestClassifyConcurrent(t *testing.T) {
 func TestClassifyHugeInput(t *testing.T) {
 	nested := "rm -rf /"
 	for i := 0; i < 12; i++ {
-		nested = "bash -c " + shellQuote(nested)
+		nested = "bash -c " + sandbox.ShellQuote(nested)
 	}
 	if got := Classify(nested); got.Verdict == VerdictSafe {
 		t.Errorf("Classify(12 nested bash -c) = safe; want not safe")

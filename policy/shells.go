@@ -168,13 +168,3 @@ func (a *analyzer) trap(c *call) {
 	}
 	a.shellCode(f, desc{}, nil, false)
 }
-
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	if !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>(){}[]*?!#~") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"strings"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // wrapSpec describes a command that runs another command.
@@ -469,9 +471,9 @@ func (a *analyzer) parallel(c *call) {
 		}
 		f := text
 		if strings.Contains(f.s, "{}") {
-			f.s = strings.ReplaceAll(f.s, "{}", shellQuote(it.s))
+			f.s = strings.ReplaceAll(f.s, "{}", sandbox.ShellQuote(it.s))
 		} else {
-			f.s += " " + shellQuote(it.s)
+			f.s += " " + sandbox.ShellQuote(it.s)
 		}
 		a.shellCode(f, c.in, nil, false)
 	}

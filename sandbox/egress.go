@@ -1,6 +1,10 @@
 package sandbox
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // Egress statuses: how far a backend enforces an egress allowlist with its current settings.
 const (
@@ -31,6 +35,14 @@ type EgressReport struct {
 	// enforced as given. When it is set and this is false, running commands would mislead:
 	// callers refuse.
 	AppliesShared bool `json:"applies_shared"`
+}
+
+// CIDREgress is the report of a provider whose network policy filters by CIDR only (setting
+// is the key listing cidrs): a host-name allowlist cannot be mapped onto it.
+func CIDREgress(provider, setting string, cidrs []string) EgressReport {
+	return EgressReport{Status: EgressProviderEnforced, Allow: slices.Clone(cidrs),
+		Detail: "provider-enforced, by CIDR only: " + provider + " lets the sandbox reach " + strings.Join(cidrs, ", ") +
+			" (" + setting + "); host names cannot be allowed by name, so terminal.egress_allow is not available here"}
 }
 
 // EgressReporter is implemented by backends that can say what they enforce about egress.

@@ -67,12 +67,56 @@ func (o FactoryOptions) Passthrough(extra ...string) []string {
 	return out
 }
 
+// PassthroughMap is Passthrough as a map of NAME to VALUE.
+func (o FactoryOptions) PassthroughMap() map[string]string {
+	env := map[string]string{}
+	for _, kv := range o.Passthrough() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// RemoteCwd is where commands start in a remote sandbox: terminal.cwd when the user set
+// an absolute one (a local path means nothing there), else def.
+func (o FactoryOptions) RemoteCwd(def string) string {
+	if o.IsExplicit("terminal.cwd") && strings.HasPrefix(o.Cwd, "/") {
+		return o.Cwd
+	}
+	return def
+}
+
 // Log returns the logger, or one that discards.
 func (o FactoryOptions) Log() *slog.Logger {
 	if o.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return o.Logger
+}
+
+// AsBackend returns b as a Backend, or a nil Backend (not one holding a nil B) with err:
+// a backend's New is `return sandbox.AsBackend(NewWith(cfg, opts, Options{}))`.
+func AsBackend[B Backend](b B, err error) (Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// CheckOpen is what a backend's Open checks first, in order: the session's name, that the
+// backend is not closed, then validate (nil: nothing more). Its error is backend's "open NAME".
+func CheckOpen(backend, name string, closed bool, validate func() error) error {
+	err := ValidateSessionName(name)
+	if err == nil && closed {
+		err = ErrClosed
+	}
+	if err == nil && validate != nil {
+		err = validate()
+	}
+	if err != nil {
+		return &Error{Backend: backend, Op: "open", ID: name, Err: err}
+	}
+	return nil
 }
 
 // Factory builds a backend from the whole configuration C (the caller's type; the contract

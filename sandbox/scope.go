@@ -12,9 +12,9 @@ import (
 // other test runs) on a shared engine or host: every name a backend gives a sandbox carries
 // a short hash of the state directory, so a later process using the same directory finds
 // its sessions again and never touches anyone else's.
-type Scope struct{ id string }
+type Scope struct{ id, dir string }
 
-// NewScope returns the scope of a state directory.
+// NewScope returns the scope of a state directory (Dir makes it absolute).
 func NewScope(stateDir string) (Scope, error) {
 	if stateDir == "" {
 		return Scope{}, fmt.Errorf("no state directory: %w", ErrInvalidConfig)
@@ -24,8 +24,11 @@ func NewScope(stateDir string) (Scope, error) {
 		return Scope{}, fmt.Errorf("state directory: %w", err)
 	}
 	sum := sha256.Sum256([]byte(abs))
-	return Scope{id: hex.EncodeToString(sum[:])[:8]}, nil
+	return Scope{id: hex.EncodeToString(sum[:])[:8], dir: abs}, nil
 }
+
+// Dir is the state directory's absolute path.
+func (s Scope) Dir() string { return s.dir }
 
 // ID is the scope's hash, for labels and for names of things that are not sessions.
 func (s Scope) ID() string { return s.id }

@@ -98,13 +98,11 @@ func New(cfg config.DaytonaConfig, opts sandbox.FactoryOptions) (sandbox.Backend
 
 // NewWith is New with extra options for Go callers.
 func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
-	if opts.StateDir == "" {
-		return nil, fmt.Errorf("daytona: no state directory: %w", sandbox.ErrInvalidConfig)
-	}
-	state, err := filepath.Abs(opts.StateDir)
+	sc, err := sandbox.NewScope(opts.StateDir)
 	if err != nil {
-		return nil, fmt.Errorf("daytona: state directory: %w", err)
+		return nil, fmt.Errorf("daytona: %w", err)
 	}
+	state := sc.Dir()
 	apiURL := strings.TrimRight(cfg.APIURL, "/")
 	if apiURL == "" {
 		if v, ok := opts.Getenv("DAYTONA_API_URL"); ok && v != "" {
@@ -299,14 +297,8 @@ func (b *Backend) validate() error {
 // Open returns the named session. Nothing is contacted until its first command: then the
 // session's sandbox is found again (started if it hibernated) or created.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
-	if err := sandbox.ValidateSessionName(name); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
-	}
-	if b.isClosed() {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
-	}
-	if err := b.validate(); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	if err := sandbox.CheckOpen(Name, name, b.isClosed(), b.validate); err != nil {
+		return nil, err
 	}
 	s := &session{b: b, name: name, gone: make(chan struct{})}
 	if b.cfg.Channel == config.DaytonaChannelSession {

@@ -132,8 +132,8 @@ func (s *session) helperFailed(err error, recreated bool) error {
 	}
 	if s.b.cfg.Channel == config.DaytonaChannelHelper {
 		// The cause is kept as text: the session must not take this error for a fallback.
-		return &sandbox.Error{Backend: Name, Op: "start helper", ID: s.name, Err: &kindError{kind: sandbox.ErrUnavailable, cause: errors.New(fb.Error()),
-			hint: "daytona.channel is helper: set it to auto or session to run each command as a toolbox process session instead"}}
+		return &sandbox.Error{Backend: Name, Op: "start helper", ID: s.name, Err: sandbox.WithHint(sandbox.ErrUnavailable, errors.New(fb.Error()),
+			"daytona.channel is helper: set it to auto or session to run each command as a toolbox process session instead")}
 	}
 	s.mu.Lock()
 	s.fallback = fb.reason
@@ -178,15 +178,7 @@ func (b *Backend) isStarted(ctx context.Context, id string) bool {
 }
 
 // passthrough returns the terminal.env_passthrough values of the caller's environment.
-func (b *Backend) passthrough() map[string]string {
-	env := map[string]string{}
-	for _, name := range b.opts.EnvPassthrough {
-		if v, ok := b.opts.Getenv(name); ok {
-			env[name] = v
-		}
-	}
-	return env
-}
+func (b *Backend) passthrough() map[string]string { return b.opts.PassthroughMap() }
 
 // helperImage is the local helper binary for one architecture.
 type helperImage struct {
@@ -338,7 +330,7 @@ func (b *Backend) attach(ctx context.Context, tb toolbox, sb sandboxInfo, cmdlin
 		if cerr := p.controlErr(); cerr != nil {
 			// The toolbox could not attach the socket to the PTY (it had ended or was never
 			// there): the helper was never tried, so this is no reason to fall back.
-			return nil, &sandbox.Error{Backend: Name, Op: "connect pty", ID: sb.Name, Err: &kindError{kind: sandbox.ErrUnavailable, cause: cerr}}
+			return nil, &sandbox.Error{Backend: Name, Op: "connect pty", ID: sb.Name, Err: sandbox.WithKind(sandbox.ErrUnavailable, cerr)}
 		}
 		// The shell could not exec it (a noexec home, a wrong binary) and ended the PTY.
 		return nil, &errFallback{reason: "it did not start: " + err.Error()}
@@ -445,10 +437,8 @@ func (p *wsPipe) Close() error {
 	return nil
 }
 
-// shQuote quotes s for a POSIX shell.
-func shQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// shQuote quotes s as one word for the toolbox's shell.
+var shQuote = sandbox.ShellQuote
 
 var (
 	_ sandbox.Session    = (*session)(nil)

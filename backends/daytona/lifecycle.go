@@ -56,9 +56,9 @@ func (b *Backend) ensure(ctx context.Context, session, knownID string) (sb sandb
 			return sb, false, b.apiErr("get", name, err)
 		}
 		if !b.ours(sb, session) {
-			return sb, false, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: &kindError{kind: sandbox.ErrDenied,
-				cause: fmt.Errorf("a sandbox named %s exists but this tool did not create it for this session here (its labels: %v)", name, sb.Labels),
-				hint:  "it is never reused: delete or rename that sandbox in Daytona, or use another session name (--session)"}}
+			return sb, false, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.WithHint(sandbox.ErrDenied,
+				fmt.Errorf("a sandbox named %s exists but this tool did not create it for this session here (its labels: %v)", name, sb.Labels),
+				"it is never reused: delete or rename that sandbox in Daytona, or use another session name (--session)")}
 		}
 		if knownID != "" && sb.ID != knownID && !created {
 			recreated = true
@@ -78,9 +78,9 @@ func (b *Backend) ensure(ctx context.Context, session, knownID string) (sb sandb
 		case statesGone[sb.State]:
 			// Wait until the name is free, then create anew.
 		case statesFailed[sb.State]:
-			return sb, false, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: &kindError{kind: sandbox.ErrUnavailable,
-				cause: fmt.Errorf("the sandbox is in state %s: %s", sb.State, orNone(sb.ErrorReason)),
-				hint:  "remove it with `hermes-sandbox sessions rm " + session + "` and run again to get a new one"}}
+			return sb, false, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: sandbox.WithHint(sandbox.ErrUnavailable,
+				fmt.Errorf("the sandbox is in state %s: %s", sb.State, orNone(sb.ErrorReason)),
+				"remove it with `hermes-sandbox sessions rm "+session+"` and run again to get a new one")}
 		}
 		if err := b.pause(ctx, "sandbox "+name+" ("+sb.State+") to start"); err != nil {
 			return sb, false, err

@@ -63,8 +63,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return b.apiErr("remove", name, err)
 	}
 	if !b.ours(sb, name) {
-		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: &kindError{kind: sandbox.ErrDenied,
-			cause: fmt.Errorf("sandbox %s was not created by this tool for this session (labels %v)", sname, sb.Labels), hint: "left alone"}}
+		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: sandbox.WithHint(sandbox.ErrDenied,
+			fmt.Errorf("sandbox %s was not created by this tool for this session (labels %v)", sname, sb.Labels), "left alone")}
 	}
 	if err := b.deleteSandbox(ctx, sb.ID); err != nil {
 		return err

@@ -85,11 +85,7 @@ type Backend struct {
 // New builds the docker backend from its config section. It reads the engine address
 // (docker.host, DOCKER_HOST, docker contexts) but does not contact the engine.
 func New(cfg config.DockerConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	b, err := NewWith(cfg, opts, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sandbox.AsBackend(NewWith(cfg, opts, Options{}))
 }
 
 // NewWith is New with extra options for Go callers.
@@ -98,10 +94,7 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	state, err := filepath.Abs(opts.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("docker: state directory: %w", err)
-	}
+	state := names.Dir()
 	ep, err := resolveEndpoint(cfg.Host, opts)
 	if err != nil {
 		return nil, err
@@ -190,14 +183,8 @@ func (b *Backend) WorkDir() string { return workdir(b.cfg) }
 // Open returns the named session. Nothing is created until its first command: then the
 // session's container is found again, claimed from the warm pool or created.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
-	if err := sandbox.ValidateSessionName(name); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
-	}
-	if b.isClosed() {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
-	}
-	if err := b.validate(); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	if err := sandbox.CheckOpen(Name, name, b.isClosed(), b.validate); err != nil {
+		return nil, err
 	}
 	b.startPool()
 	s := &session{b: b, name: name}

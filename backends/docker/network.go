@@ -31,7 +31,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,22 +55,6 @@ const (
 // network is the container's network mode.
 func (b *Backend) network() config.NetworkMode { return b.cfg.EffectiveNetwork() }
 
-// egressKey is the setting the allowlist comes from, for messages.
-func (b *Backend) egressKey() string {
-	if len(b.cfg.EgressAllow) == 0 && len(b.opts.EgressAllow) > 0 {
-		return "terminal.egress_allow"
-	}
-	return "docker.egress_allow"
-}
-
-// baseAllow is the configured allowlist: docker.egress_allow, else terminal.egress_allow.
-func (b *Backend) baseAllow() []string {
-	if len(b.cfg.EgressAllow) > 0 {
-		return b.cfg.EgressAllow
-	}
-	return b.opts.EgressAllow
-}
-
 // ObserveEgress installs the function that receives every connection the proxy decides on
 // (the CLI writes them to the audit log). Call it before opening sessions.
 func (b *Backend) ObserveEgress(fn func(sandbox.EgressEvent)) { b.egressObs.Set(fn) }
@@ -80,12 +63,8 @@ func (b *Backend) ObserveEgress(fn func(sandbox.EgressEvent)) { b.egressObs.Set(
 func (b *Backend) Egress() sandbox.EgressReport {
 	switch b.network() {
 	case config.NetworkAllowlist:
-		allow := slices.Clone(b.baseAllow())
-		detail := "enforced: the container has no network (mode none); only this tool's filtering proxy, reached through the session's relay, connects out, to the hosts in " + b.egressKey()
-		if len(allow) == 0 {
-			detail += " (empty: nothing is reachable until a person allows a host)"
-		}
-		return sandbox.EgressReport{Status: sandbox.EgressEnforced, Allow: allow, Detail: detail, AppliesShared: len(b.cfg.EgressAllow) == 0}
+		return b.overrides().Report("the container has no network (mode none); only this tool's filtering proxy, "+
+			"reached through the session's relay, connects out, to the hosts in ", "")
 	case config.NetworkOpen:
 		return sandbox.EgressReport{Status: sandbox.EgressOpen,
 			Detail: "open: docker.network is open, commands reach any host unfiltered (set docker.network allowlist to filter)"}
@@ -97,30 +76,17 @@ func (b *Backend) Egress() sandbox.EgressReport {
 // overrides is the configured allowlist with each live session's change to it (`sessions
 // network`), shared with the kubernetes backend (internal/egress).
 func (b *Backend) overrides() egress.Overrides {
-	return egress.Overrides{Dir: filepath.Join(filepath.Dir(b.recordDir), "egress"), Base: b.baseAllow(), ConfigKey: b.egressKey(), Logger: b.log}
+	return egress.NewOverrides(filepath.Join(filepath.Dir(b.recordDir), "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
 }
 
 func (b *Backend) overridePath(session string) string { return b.overrides().Path(session) }
-
-// allowFunc is the proxy's view of the session's allowlist, re-read when the overrides
-// file changes.
-func (b *Backend) allowFunc(session string) func() egress.Allowlist {
-	return b.overrides().AllowFunc(session)
-}
 
 // SetSessionEgress changes a session's allowlist while it runs: allow adds hosts, deny
 // removes them (a denied host stays denied even if the configuration lists it). The change
 // applies to the session's next connection. It returns the allowlist now in force.
 func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, deny []string) ([]string, error) {
-	if err := sandbox.ValidateSessionName(session); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: err}
-	}
-	if b.network() != config.NetworkAllowlist {
-		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf(
-			"docker.network is %s, not allowlist: there is no allowlist to change (hermes-sandbox config set docker.network allowlist): %w", b.network(), sandbox.ErrUnsupported)}
-	}
-	if _, err := egress.ParseRules(slices.Concat(allow, deny)); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
+	if err := b.overrides().CheckChange(Name, session, string(b.network()), allow, deny); err != nil {
+		return nil, err
 	}
 	if _, err := b.inspect(ctx, b.containerName(session)); err != nil {
 		if isNotFound(err) {
@@ -291,7 +257,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 		return nil
 	})
 	r.ms = mux.New(pr, hr.Conn, closer)
-	r.proxy = egress.New(egress.Options{Session: session, Allow: b.allowFunc(session), ConfigKey: b.egressKey(),
+	r.proxy = egress.New(egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
 		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log})
 	if sock != nil {
 		r.wg.Add(1)

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,25 +45,9 @@ func (b *Backend) network() config.NetworkMode { return b.cfg.EffectiveNetwork()
 // denyEgress says the pods get the deny-all-egress NetworkPolicy (network none and allowlist).
 func (b *Backend) denyEgress() bool { return b.network() != config.NetworkOpen }
 
-// egressKey is the setting the allowlist comes from, for messages.
-func (b *Backend) egressKey() string {
-	if len(b.cfg.EgressAllow) == 0 && len(b.opts.EgressAllow) > 0 {
-		return "terminal.egress_allow"
-	}
-	return "kubernetes.egress_allow"
-}
-
-// baseAllow is the configured allowlist: kubernetes.egress_allow, else terminal.egress_allow.
-func (b *Backend) baseAllow() []string {
-	if len(b.cfg.EgressAllow) > 0 {
-		return b.cfg.EgressAllow
-	}
-	return b.opts.EgressAllow
-}
-
 // overrides is the configured allowlist with each live session's change to it.
 func (b *Backend) overrides() egress.Overrides {
-	return egress.Overrides{Dir: filepath.Join(b.opts.StateDir, "kubernetes", "egress"), Base: b.baseAllow(), ConfigKey: b.egressKey(), Logger: b.log}
+	return egress.NewOverrides(filepath.Join(b.opts.StateDir, "kubernetes", "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
 }
 
 // ObserveEgress installs the function that receives every connection the proxy decides on
@@ -75,13 +58,10 @@ func (b *Backend) ObserveEgress(fn func(sandbox.EgressEvent)) { b.egressObs.Set(
 func (b *Backend) Egress() sandbox.EgressReport {
 	switch b.network() {
 	case config.NetworkAllowlist:
-		allow := slices.Clone(b.baseAllow())
-		detail := "enforced: the pod has a deny-all-egress NetworkPolicy, and only this tool's filtering proxy, reached through the session's relay (a pod exec), connects out, to the hosts in " + b.egressKey()
-		if len(allow) == 0 {
-			detail += " (empty: nothing is reachable until a person allows a host)"
-		}
-		detail += "; the NetworkPolicy holds only where the cluster's CNI enforces NetworkPolicy (Calico, Cilium, …): without one the pod's direct traffic is NOT blocked and only tools that honour HTTP(S)_PROXY are filtered"
-		return sandbox.EgressReport{Status: sandbox.EgressEnforced, Allow: allow, Detail: detail, AppliesShared: len(b.cfg.EgressAllow) == 0}
+		return b.overrides().Report("the pod has a deny-all-egress NetworkPolicy, and only this tool's filtering proxy, "+
+			"reached through the session's relay (a pod exec), connects out, to the hosts in ",
+			"; the NetworkPolicy holds only where the cluster's CNI enforces NetworkPolicy (Calico, Cilium, …): "+
+				"without one the pod's direct traffic is NOT blocked and only tools that honour HTTP(S)_PROXY are filtered")
 	case config.NetworkOpen:
 		key := "kubernetes.network is open"
 		if b.cfg.Network == "" {
@@ -99,15 +79,8 @@ func (b *Backend) Egress() sandbox.EgressReport {
 // applies to the session's next connection, in every process serving it. It returns the
 // allowlist now in force.
 func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, deny []string) ([]string, error) {
-	if err := sandbox.ValidateSessionName(session); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: err}
-	}
-	if b.network() != config.NetworkAllowlist {
-		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf(
-			"kubernetes.network is %s, not allowlist: there is no allowlist to change (hermes-sandbox config set kubernetes.network allowlist): %w", b.network(), sandbox.ErrUnsupported)}
-	}
-	if _, err := egress.ParseRules(slices.Concat(allow, deny)); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)}
+	if err := b.overrides().CheckChange(Name, session, string(b.network()), allow, deny); err != nil {
+		return nil, err
 	}
 	c, err := b.cluster()
 	if err != nil {
@@ -251,7 +224,7 @@ func (b *Backend) startRelay(ctx context.Context, pod, session string) (*relay, 
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &relay{stdin: inW, cancel: cancel, done: make(chan struct{})}
 	r.ms = mux.New(outR, inW, inW)
-	r.proxy = egress.New(egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.egressKey(),
+	r.proxy = egress.New(egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
 		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log})
 	var streamErr error
 	go func() {

@@ -15,21 +15,12 @@ import (
 // mapErr turns a client-go or helper failure into a sandbox.Error with the sentinel callers
 // test for, keeping the API server's own message.
 func (b *Backend) mapErr(op, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *sandbox.Error
-	if errors.As(err, &se) {
-		return err
-	}
-	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: b.classify(err)}
+	return sandbox.Wrap(Name, op, id, err, b.classify)
 }
 
 func (b *Backend) classify(err error) error {
 	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, sandbox.ErrUnavailable), errors.Is(err, sandbox.ErrInvalidConfig),
-		errors.Is(err, sandbox.ErrNotFound), errors.Is(err, sandbox.ErrDenied), errors.Is(err, sandbox.ErrTimeout):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), sandbox.HasKind(err):
 		return err
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("the cluster rejected the credentials (%s); check the kubeconfig's user (%s): %w", apiMessage(err), b.source(), sandbox.ErrDenied)

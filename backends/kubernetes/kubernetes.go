@@ -14,6 +14,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -128,11 +129,7 @@ type conn struct {
 // New builds the kubernetes backend from its config section. It reads kubeconfig but
 // contacts nobody.
 func New(cfg config.KubernetesConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	b, err := NewWith(cfg, opts, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sandbox.AsBackend(NewWith(cfg, opts, Options{}))
 }
 
 // NewWith is New with extra options for Go callers and tests.
@@ -140,10 +137,6 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 	scope, err := sandbox.NewScope(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
-	}
-	state, err := filepath.Abs(opts.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: state directory: %w", err)
 	}
 	host, _ := os.Hostname()
 	b := &Backend{
@@ -154,23 +147,13 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 		scope:    scope,
 		host:     host,
 		owner:    labelSafe(host),
-		shell:    opts.Shell,
-		cwd:      workdir,
-		spillDir: filepath.Join(state, "output"),
-	}
-	if opts.IsExplicit("terminal.cwd") && strings.HasPrefix(opts.Cwd, "/") {
-		b.cwd = opts.Cwd
-	}
-	if b.shell == "" {
-		b.shell = "auto"
+		shell:    cmp.Or(opts.Shell, "auto"),
+		cwd:      opts.RemoteCwd(workdir),
+		passEnv:  opts.PassthroughMap(),
+		spillDir: filepath.Join(scope.Dir(), "output"),
 	}
 	if opts.Ephemeral {
 		b.process = sandbox.ProcessOwner()
-	}
-	b.passEnv = map[string]string{}
-	for _, kv := range opts.Passthrough() {
-		k, v, _ := strings.Cut(kv, "=")
-		b.passEnv[k] = v
 	}
 	b.conn, b.connErr = connect(cfg, opts)
 	routeKlog(b.log)

@@ -1,10 +1,6 @@
 package modal
 
-import (
-	"strings"
-
-	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
-)
+import "github.com/hermes-sandbox/hermes-sandbox/sandbox"
 
 // Egress reports Modal's network settings. Modal filters by CIDR only, so a host-name
 // allowlist (terminal.egress_allow) cannot be mapped onto it: with one set, egress by name
@@ -15,9 +11,7 @@ func (b *Backend) Egress() sandbox.EgressReport {
 		return sandbox.EgressReport{Status: sandbox.EgressNone, AppliesShared: true,
 			Detail: "none: modal.block_network is true, the sandbox has no network"}
 	case len(b.cfg.CIDRAllowlist) > 0:
-		return sandbox.EgressReport{Status: sandbox.EgressProviderEnforced, Allow: append([]string(nil), b.cfg.CIDRAllowlist...),
-			Detail: "provider-enforced, by CIDR only: Modal lets the sandbox reach " + strings.Join(b.cfg.CIDRAllowlist, ", ") +
-				" (modal.cidr_allowlist); host names cannot be allowed by name, so terminal.egress_allow is not available here"}
+		return sandbox.CIDREgress("Modal", "modal.cidr_allowlist", b.cfg.CIDRAllowlist)
 	}
 	return sandbox.EgressReport{Status: sandbox.EgressOpen,
 		Detail: "open: modal.block_network is false with no modal.cidr_allowlist, the sandbox reaches any host; host-name filtering is not available on Modal"}

@@ -12,17 +12,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// explained is a Modal failure with a sentence saying what to do; errors.Is matches both the
-// sentinel (kind) and the original error.
-type explained struct {
-	msg   string
-	kind  error
-	cause error
-}
-
-func (e *explained) Error() string   { return e.msg + ": " + e.cause.Error() }
-func (e *explained) Unwrap() []error { return []error{e.kind, e.cause} }
-
 // codeOf returns the gRPC code of err, or OK when it carries none.
 func codeOf(err error) codes.Code {
 	if st, ok := status.FromError(err); ok {
@@ -34,14 +23,13 @@ func codeOf(err error) codes.Code {
 // mapErr turns an SDK or gRPC failure into a sandbox.Error with a sentinel and advice. It is
 // the one place Modal errors are classified.
 func (b *Backend) mapErr(op, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *sandbox.Error
-	if errors.As(err, &se) {
-		return err
-	}
-	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: b.classify(err)}
+	return sandbox.Wrap(Name, op, id, err, b.classify)
+}
+
+// explained is a Modal failure with a sentence saying what to do first; errors.Is matches
+// both the sentinel (kind) and the original error.
+func explained(msg string, kind, cause error) error {
+	return sandbox.WithKind(kind, fmt.Errorf("%s: %w", msg, cause))
 }
 
 func (b *Backend) classify(err error) error {
@@ -61,19 +49,19 @@ func (b *Backend) classify(err error) error {
 		if b.cfg.GPU != "" {
 			what = fmt.Sprintf("Modal cannot schedule GPU %q now (no capacity or over quota)", b.cfg.GPU)
 		}
-		return &explained{what + ": retry later, pick another GPU type (hermes-sandbox config set modal.gpu T4) or check your limits at modal.com", sandbox.ErrUnavailable, err}
+		return explained(what+": retry later, pick another GPU type (hermes-sandbox config set modal.gpu T4) or check your limits at modal.com", sandbox.ErrUnavailable, err)
 	case codeOf(err) == codes.Unauthenticated || codeOf(err) == codes.PermissionDenied:
-		return &explained{fmt.Sprintf("Modal rejected the token from %s: create a new one (`modal token new`) and store it with `hermes-sandbox setup modal`", b.creds.Source), sandbox.ErrInvalidConfig, err}
+		return explained(fmt.Sprintf("Modal rejected the token from %s: create a new one (`modal token new`) and store it with `hermes-sandbox setup modal`", b.creds.Source), sandbox.ErrInvalidConfig, err)
 	case errors.As(err, &notFound) || codeOf(err) == codes.NotFound:
-		return &explained{"not found on Modal", sandbox.ErrNotFound, err}
+		return explained("not found on Modal", sandbox.ErrNotFound, err)
 	case errors.As(err, &invalid) || codeOf(err) == codes.InvalidArgument:
-		return &explained{"Modal refused the request", sandbox.ErrInvalidConfig, err}
+		return explained("Modal refused the request", sandbox.ErrInvalidConfig, err)
 	case errors.As(err, &conflict) || codeOf(err) == codes.FailedPrecondition:
-		return &explained{"the sandbox has already finished", sandbox.ErrNotFound, err}
+		return explained("the sandbox has already finished", sandbox.ErrNotFound, err)
 	case errors.As(err, &exists) || codeOf(err) == codes.AlreadyExists:
-		return &explained{"a sandbox with this name already exists", sandbox.ErrUnavailable, err}
+		return explained("a sandbox with this name already exists", sandbox.ErrUnavailable, err)
 	case codeOf(err) == codes.Unavailable || codeOf(err) == codes.DeadlineExceeded:
-		return &explained{fmt.Sprintf("cannot reach Modal at %s: check the network (hermes-sandbox doctor)", b.creds.ServerURL), sandbox.ErrUnavailable, err}
+		return explained(fmt.Sprintf("cannot reach Modal at %s: check the network (hermes-sandbox doctor)", b.creds.ServerURL), sandbox.ErrUnavailable, err)
 	}
 	return err
 }

@@ -10,6 +10,7 @@
 package modal
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,7 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -82,11 +82,7 @@ type Backend struct {
 // New builds the modal backend from its config section. It resolves credentials but
 // contacts nobody.
 func New(cfg config.ModalConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	b, err := NewWith(cfg, opts, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sandbox.AsBackend(NewWith(cfg, opts, Options{}))
 }
 
 // NewWith is New with extra options for Go callers and tests.
@@ -95,10 +91,7 @@ func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options)
 	if err != nil {
 		return nil, fmt.Errorf("modal: %w", err)
 	}
-	state, err := filepath.Abs(opts.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("modal: state directory: %w", err)
-	}
+	state := scope.Dir()
 	host, _ := os.Hostname()
 	b := &Backend{
 		opts:      opts,
@@ -106,22 +99,12 @@ func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options)
 		extra:     extra,
 		log:       opts.Log().With("backend", Name),
 		scope:     scope,
-		shell:     opts.Shell,
-		cwd:       workdir,
+		owner:     host + "/" + scope.ID(),
+		shell:     cmp.Or(opts.Shell, "auto"),
+		cwd:       opts.RemoteCwd(workdir),
+		passEnv:   opts.PassthroughMap(),
 		recordDir: filepath.Join(state, "modal", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
-	}
-	b.owner = host + "/" + scope.ID()
-	if opts.IsExplicit("terminal.cwd") && strings.HasPrefix(opts.Cwd, "/") {
-		b.cwd = opts.Cwd
-	}
-	if b.shell == "" {
-		b.shell = "auto"
-	}
-	b.passEnv = map[string]string{}
-	for _, kv := range opts.Passthrough() {
-		k, v, _ := strings.Cut(kv, "=")
-		b.passEnv[k] = v
 	}
 	b.creds, b.credsErr = ResolveCredentials(cfg, opts)
 	return b, nil
@@ -201,17 +184,14 @@ func (b *Backend) sandboxName(session string) string {
 
 // Open returns the named session. Nothing is created until its first command.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
-	if err := sandbox.ValidateSessionName(name); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	valid := func() error {
+		if err := validate(b.cfg); err != nil {
+			return err
+		}
+		return b.credsErr
 	}
-	if b.isClosed() {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
-	}
-	if err := validate(b.cfg); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
-	}
-	if b.credsErr != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: b.credsErr}
+	if err := sandbox.CheckOpen(Name, name, b.isClosed(), valid); err != nil {
+		return nil, err
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,

@@ -13,16 +13,7 @@ import (
 )
 
 // wrap gives err the backend's shape, "singularity: OP ID: cause", once.
-func wrap(op, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *sandbox.Error
-	if errors.As(err, &se) && se.Backend == Name {
-		return err
-	}
-	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
-}
+func wrap(op, id string, err error) error { return sandbox.Wrap(Name, op, id, err, nil) }
 
 // runtimeError is a failed run of the apptainer (or singularity) command line: what ran, its
 // exit code and the end of what it printed on stderr.

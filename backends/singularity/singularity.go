@@ -69,11 +69,7 @@ type Backend struct {
 // New builds the singularity backend from its config section. It runs nothing: the runtime
 // is looked for and probed on first use.
 func New(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	b, err := newBackend(cfg, opts)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sandbox.AsBackend(newBackend(cfg, opts))
 }
 
 func newBackend(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (*Backend, error) {
@@ -81,10 +77,7 @@ func newBackend(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (*Bac
 	if err != nil {
 		return nil, wrap("new", "", err)
 	}
-	state, err := filepath.Abs(opts.StateDir)
-	if err != nil {
-		return nil, wrap("new", "", fmt.Errorf("state directory: %w", err))
-	}
+	state := names.Dir()
 	return &Backend{
 		opts:     opts,
 		cfg:      cfg,
@@ -159,14 +152,8 @@ func (b *Backend) sessionDir(session string) string {
 // Open returns the named session. Nothing starts until its first command: then the session's
 // instance is found again, or started, and a helper is attached to it.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
-	if err := sandbox.ValidateSessionName(name); err != nil {
-		return nil, wrap("open", name, err)
-	}
-	if b.isClosed() {
-		return nil, wrap("open", name, sandbox.ErrClosed)
-	}
-	if err := validate(b.cfg); err != nil {
-		return nil, wrap("open", name, err)
+	if err := sandbox.CheckOpen(Name, name, b.isClosed(), func() error { return validate(b.cfg) }); err != nil {
+		return nil, err
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,

@@ -135,16 +135,7 @@ func human(n int64) string {
 }
 
 // wrap makes err a *sandbox.Error of this backend (unless it is one already).
-func wrap(op, id string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *sandbox.Error
-	if errors.As(err, &se) && se.Backend == Name {
-		return err
-	}
-	return &sandbox.Error{Backend: Name, Op: op, ID: id, Err: err}
-}
+func wrap(op, id string, err error) error { return sandbox.Wrap(Name, op, id, err, nil) }
 
 // oneLine trims remote output for an error message.
 func oneLine(b []byte, n int) string {

@@ -57,11 +57,7 @@ type Backend struct {
 // New builds the ssh backend from its config section. It does no I/O: the host is reached
 // in Open, Check and friends.
 func New(cfg config.SSHConfig, fo sandbox.FactoryOptions) (sandbox.Backend, error) {
-	b, err := NewWithOptions(cfg, fo, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sandbox.AsBackend(NewWithOptions(cfg, fo, Options{}))
 }
 
 // NewWithOptions is New with program-level options.
@@ -336,12 +332,4 @@ var (
 )
 
 // passthrough returns the caller's values of the names in terminal.env_passthrough.
-func (b *Backend) passthrough() map[string]string {
-	env := map[string]string{}
-	for _, name := range b.fo.EnvPassthrough {
-		if v, ok := b.fo.Getenv(name); ok {
-			env[name] = v
-		}
-	}
-	return env
-}
+func (b *Backend) passthrough() map[string]string { return b.fo.PassthroughMap() }

@@ -69,8 +69,8 @@ func (b *Backend) openPTY(ctx context.Context, id string, start ptyStart) (*ptyC
 				renewed = true
 				continue
 			}
-			return nil, &sandbox.Error{Backend: Name, Op: "open terminal", ID: id, Err: sandbox.WithKind(sandbox.ErrDenied,
-				hinted(err, fmt.Sprintf("the terminal refused a fresh token (HTTP %d)", status)))}
+			return nil, &sandbox.Error{Backend: Name, Op: "open terminal", ID: id, Err: sandbox.WithHint(sandbox.ErrDenied,
+				err, fmt.Sprintf("the terminal refused a fresh token (HTTP %d)", status))}
 		case attempt >= ptyDialAttempts:
 			return nil, &sandbox.Error{Backend: Name, Op: "open terminal", ID: id, Err: sandbox.WithKind(sandbox.ErrUnavailable, err)}
 		}

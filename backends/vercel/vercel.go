@@ -73,22 +73,16 @@ type Backend struct {
 // New builds the vercel backend from its config section. It resolves the credentials but
 // makes no request.
 func New(cfg config.VercelConfig, opts sandbox.FactoryOptions) (sandbox.Backend, error) {
-	b, err := NewWith(cfg, opts, Options{})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return sandbox.AsBackend(NewWith(cfg, opts, Options{}))
 }
 
 // NewWith is New with extra options for Go callers.
 func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options) (*Backend, error) {
-	if opts.StateDir == "" {
-		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: fmt.Errorf("no state directory: %w", sandbox.ErrInvalidConfig)}
-	}
-	state, err := filepath.Abs(opts.StateDir)
+	sc, err := sandbox.NewScope(opts.StateDir) // vercel's own scope also hashes the owner
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
 	}
+	state := sc.Dir()
 	creds, err := resolveCredentials(cfg, opts)
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "configure", Err: err}
@@ -180,11 +174,8 @@ func (b *Backend) tags(session string) map[string]string {
 
 // Open returns the named session. Nothing is created until its first command.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
-	if err := sandbox.ValidateSessionName(name); err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
-	}
-	if b.closed.Load() {
-		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: sandbox.ErrClosed}
+	if err := sandbox.CheckOpen(Name, name, b.closed.Load(), nil); err != nil {
+		return nil, err
 	}
 	s := &session{b: b, name: name, stop: make(chan struct{})}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start, SpillDir: b.spillDir,

@@ -27,6 +27,9 @@ type Overrides struct {
 	ConfigKey string
 	// Logger receives a warning when a session's allowlist cannot be read; nil discards.
 	Logger *slog.Logger
+
+	section string // the backend's config section (NewOverrides), for messages
+	own     bool   // Base is the section's own list, not terminal.egress_allow
 }
 
 // sessionChange is the file's content: hosts added to and removed from Base.
