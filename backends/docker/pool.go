@@ -27,15 +27,15 @@ type pool struct {
 	size int
 
 	mu       sync.Mutex
-	ready    []*poolEntry
-	trash    []*poolEntry
-	closed   bool
-	changed  chan struct{} // closed and replaced whenever ready changes
+	ready    []*poolEntry  // guarded by mu
+	trash    []*poolEntry  // guarded by mu
+	closed   bool          // guarded by mu
+	changed  chan struct{} // guarded by mu; closed and replaced whenever ready changes
 	kick     chan struct{}
 	cancel   context.CancelFunc
 	done     chan struct{}
-	failures int
-	lastErr  error // why the last container could not be made; nil after a success
+	failures int   // guarded by mu
+	lastErr  error // guarded by mu; why the last container could not be made; nil after a success
 }
 
 type poolEntry struct {

@@ -28,8 +28,8 @@ type session struct {
 	name string
 
 	mu      sync.Mutex
-	started bool          // a helper ran before in this process
-	exited  chan struct{} // closed when the current helper process has exited
+	started bool          // guarded by mu; a helper ran before in this process
+	exited  chan struct{} // guarded by mu; closed when the current helper process has exited
 }
 
 // start is the channel's Starter: it makes sure the session's instance runs and attaches a

@@ -76,7 +76,7 @@ func (a *authState) close() {
 // passphrase again.
 type keyCache struct {
 	mu      sync.Mutex
-	signers map[string]gossh.Signer
+	signers map[string]gossh.Signer // guarded by mu
 }
 
 func (kc *keyCache) get(path string) gossh.Signer {
@@ -267,7 +267,7 @@ type lazySigner struct {
 	local  func(func()) // runs the prompt and the decryption off the connect timeout
 
 	mu     sync.Mutex
-	signer gossh.Signer
+	signer gossh.Signer // guarded by mu
 }
 
 func (l *lazySigner) decrypt() error {

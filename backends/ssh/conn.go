@@ -26,7 +26,7 @@ import (
 // the last one lets go, so closing one session never disturbs another.
 var pool = struct {
 	sync.Mutex
-	m map[string]*host
+	m map[string]*host // guarded by the embedded Mutex
 }{m: map[string]*host{}}
 
 // host is one shared remote account: its live connection(s) and what was learned about it.
@@ -35,25 +35,24 @@ type host struct {
 	s     *settings
 	dial  *dialer
 	log   *slog.Logger
-	refs  int
+	refs  int           // guarded by pool's Mutex
 	setup chan struct{} // a one-slot semaphore for probing and uploading
 
 	mu      sync.Mutex
-	lives   []*live
+	lives   []*live            // guarded by mu
 	dialing singleflight.Group // one dial at a time; the others wait for it
-	closed  bool
+	closed  bool               // guarded by mu
 	wg      sync.WaitGroup
 
 	info *remoteInfo // guarded by the setup slot
 
-	// Guarded by mu.
-	place       *placement
-	guessFailed bool
+	place       *placement // guarded by mu
+	guessFailed bool       // guarded by mu
 
 	sftpMu   sync.Mutex
-	sftpCl   *sftp.Client
-	sftpLive *live
-	sftpRel  func()
+	sftpCl   *sftp.Client // guarded by sftpMu
+	sftpLive *live        // guarded by sftpMu
+	sftpRel  func()       // guarded by sftpMu
 }
 
 // live is one SSH connection. Usually a host has one; when the server's MaxSessions is
@@ -518,10 +517,10 @@ func (d *dialer) dialHop(ctx context.Context, s *settings, ep endpoint, via *gos
 type handshakeTimer struct {
 	mu      sync.Mutex
 	d       time.Duration
-	t       *time.Timer
-	busy    int
-	fired   bool
-	stopped bool
+	t       *time.Timer // guarded by mu
+	busy    int         // guarded by mu
+	fired   bool        // guarded by mu
+	stopped bool        // guarded by mu
 }
 
 func newHandshakeTimer(d time.Duration, expire func()) *handshakeTimer {

@@ -40,16 +40,16 @@ type shellSession struct {
 	name string
 
 	mu        sync.Mutex
-	idle      []*shellChan
-	busy      map[*shellChan]bool // shells running a command
-	closed    bool
-	stateDir  string // absolute remote path, learned from the first shell
-	home      string
-	cwd       string // the session's directory after the last command
-	sawState  bool   // saved state existed, so losing it means the environment was recreated
-	recreated bool
-	wg        sync.WaitGroup // background kills
-	jobMu     sync.Mutex     // held while a job starts, so the job limit holds
+	idle      []*shellChan        // guarded by mu
+	busy      map[*shellChan]bool // guarded by mu; shells running a command
+	closed    bool                // guarded by mu
+	stateDir  string              // guarded by mu; absolute remote path, learned from the first shell
+	home      string              // guarded by mu
+	cwd       string              // guarded by mu; the session's directory after the last command
+	sawState  bool                // guarded by mu; saved state existed, so losing it means the environment was recreated
+	recreated bool                // guarded by mu
+	wg        sync.WaitGroup      // background kills
+	jobMu     sync.Mutex          // held while a job starts, so the job limit holds
 }
 
 // shellChan is one remote /bin/sh reading commands.

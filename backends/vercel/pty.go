@@ -63,7 +63,7 @@ type agentUpload struct {
 	args []string // how the binary starts its server (before "serve")
 
 	packMu sync.Mutex
-	tgz    map[string][]byte // sandbox working directory → gzipped tar
+	tgz    map[string][]byte // guarded by packMu; sandbox working directory → gzipped tar
 }
 
 // packed is the helper as a gzipped tar whose one entry is its path under cwd relative to

@@ -172,10 +172,10 @@ type ptyConn struct {
 	cancel context.CancelFunc
 
 	rmu sync.Mutex
-	cur io.Reader // the frame being read
+	cur io.Reader // guarded by rmu; the frame being read
 
 	mu     sync.Mutex
-	code   *int
+	code   *int // guarded by mu
 	closed sync.Once
 }
 

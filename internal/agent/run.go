@@ -52,13 +52,13 @@ type run struct {
 	id      uint32
 	proc    *os.Process
 	stdin   io.WriteCloser
-	stdinMu sync.Mutex
+	stdinMu sync.Mutex // serialises writes to stdin
 
 	pty *os.File // set for terminal sessions
 
 	mu     sync.Mutex
-	reason string // why it was killed, if it was
-	exited bool   // the main process is gone: its pid may be reused, so kill must not act
+	reason string // guarded by mu; why it was killed, if it was
+	exited bool   // guarded by mu; the main process is gone: its pid may be reused, so kill must not act
 }
 
 func randomHex(n int) string {
