@@ -135,3 +135,15 @@ func (r *Records[T]) List() ([]RecordEntry[T], error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Session < out[j].Session })
 	return out, nil
 }
+
+// IDRecord is the record of a backend that remembers one id per session (a container's, a
+// pod's UID, an instance's name).
+type IDRecord struct {
+	ID string `json:"id"`
+}
+
+// BareID reads an IDRecord's form before records were JSON: the id alone, on one line.
+func BareID(data []byte) (IDRecord, bool) {
+	id := strings.TrimSpace(string(data))
+	return IDRecord{ID: id}, id != "" && !strings.ContainsAny(id, "\n\r")
+}

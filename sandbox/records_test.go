@@ -136,6 +136,15 @@ func TestRecordsLegacyAndCorrupt(t *testing.T) {
 	}
 }
 
+func TestBareID(t *testing.T) {
+	for in, want := range map[string]bool{"3f2a\n": true, "uid-1": true, "": false, " \n": false, "a\nb\n": false} {
+		got, ok := BareID([]byte(in))
+		if ok != want || (ok && got.ID != strings.TrimSpace(in)) {
+			t.Errorf("BareID(%q) = %+v, %v; want ok %v", in, got, ok, want)
+		}
+	}
+}
+
 func TestRecordsWriteFailure(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)

@@ -32,8 +32,8 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.ID, State: sb.State}
-		if id, mode, ok := b.readRecordMode(name); ok && id == sb.ID {
-			info.Mode = mode
+		if rec, _, ok := b.records.Read(name); ok && rec.ID == sb.ID {
+			info.Mode = rec.Mode
 		}
 		info.Created, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
 		info.Used, _ = time.Parse(time.RFC3339Nano, sb.LastActivityAt)
@@ -56,7 +56,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	sname := b.sandboxName(name)
 	sb, err := b.api.get(ctx, sname)
 	if statusOf(err) == http.StatusNotFound || (err == nil && statesGone[sb.State]) {
-		b.dropRecord(name)
+		b.records.Drop(name)
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
 	}
 	if err != nil {
@@ -69,7 +69,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := b.deleteSandbox(ctx, sb.ID); err != nil {
 		return err
 	}
-	b.dropRecord(name)
+	b.records.Drop(name)
 	return nil
 }
 

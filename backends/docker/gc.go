@@ -73,7 +73,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		case b.sessionOf(name) != "":
 			session := b.sessionOf(name)
 			used := createdAt(c)
-			if _, u, ok := b.readRecord(session); ok && u.After(used) {
+			if _, u, ok := b.records.Read(session); ok && u.After(used) {
 				used = u
 			}
 			idleFor := now.Sub(used)

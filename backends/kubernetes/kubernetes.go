@@ -97,6 +97,7 @@ type Backend struct {
 	passEnv map[string]string
 
 	spillDir string
+	records  sandbox.Records[sandbox.IDRecord] // the session's pod UID
 
 	mu        sync.Mutex
 	conn      *conn
@@ -158,6 +159,7 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 		cwd:      workdir,
 		spillDir: filepath.Join(state, "output"),
 	}
+	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(state, "kubernetes", "sessions"), Legacy: sandbox.BareID, Logger: b.log}
 	if opts.IsExplicit("terminal.cwd") && strings.HasPrefix(opts.Cwd, "/") {
 		b.cwd = opts.Cwd
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -15,40 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
-
-// Records: one file per session on this machine holding its pod's UID, so a later process
-// can tell "first pod" from "the pod was lost" (environment_recreated).
-
-func (b *Backend) recordPath(session string) string {
-	return filepath.Join(b.opts.StateDir, "kubernetes", "sessions", session)
-}
-
-func (b *Backend) readRecord(session string) types.UID {
-	data, err := os.ReadFile(b.recordPath(session))
-	if err != nil {
-		return ""
-	}
-	return types.UID(strings.TrimSpace(string(data)))
-}
-
-func (b *Backend) writeRecord(session string, uid types.UID) {
-	p := b.recordPath(session)
-	if b.readRecord(session) == uid {
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		b.log.Warn("cannot record the session's pod", "err", err)
-		return
-	}
-	if err := sandbox.WriteFileAtomic(p, []byte(uid)); err != nil {
-		b.log.Warn("cannot record the session's pod", "err", err)
-	}
-}
 
 // Sessions lists this state directory's sessions, on whatever nodes their pods run.
 func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
@@ -132,7 +100,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	os.Remove(b.recordPath(name))
+	b.records.Drop(name)
 	if !found {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no pod for session %q in namespace %s: %w", name, c.namespace, sandbox.ErrNotFound)}
 	}

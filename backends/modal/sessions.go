@@ -37,7 +37,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.SandboxID, State: "running"}
-		if rec, used, ok := b.readRecord(name); ok {
+		if rec, used, ok := b.records.Read(name); ok {
 			info.Created, info.Used = rec.Created, used
 		}
 		out = append(out, info)
@@ -83,8 +83,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	_, _, had := b.readRecord(name)
-	b.dropRecord(name)
+	had := b.records.Drop(name)
 	if sb == nil {
 		if had {
 			return nil // it had ended already; the record is gone now
@@ -130,7 +129,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			rep.Kept = append(rep.Kept, item)
 			continue
 		}
-		rec, used, ok := b.readRecord(session)
+		rec, used, ok := b.records.Read(session)
 		switch {
 		case !ok || rec.SandboxID != sb.SandboxID:
 			item.Reason = "no session of this state directory uses it"

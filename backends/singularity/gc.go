@@ -41,7 +41,8 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			continue
 		}
 		item := sandbox.GCItem{Kind: "instance", Name: inst.Instance}
-		idleFor := now.Sub(b.lastUse(session))
+		_, used, _ := b.records.Read(session)
+		idleFor := now.Sub(used)
 		switch {
 		case opts.IdleTimeout <= 0:
 			item.Reason = "no idle timeout given (--idle DURATION)"
@@ -134,23 +135,6 @@ func partialPID(name string) (int, bool) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// lastUse is when the session last started a helper or closed: its record's modification time.
-func (b *Backend) lastUse(session string) time.Time {
-	fi, err := os.Stat(b.recordPath(session))
-	if err != nil {
-		return time.Time{}
-	}
-	return fi.ModTime()
-}
-
-// touch marks the session used now.
-func (b *Backend) touch(session string) {
-	now := time.Now()
-	if err := os.Chtimes(b.recordPath(session), now, now); err != nil && !os.IsNotExist(err) {
-		b.log.Debug("session record", "session", session, "err", err)
-	}
 }
 
 // attachedPath is locked (shared) by every process whose helper is attached to the session.

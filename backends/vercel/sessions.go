@@ -54,7 +54,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	err := b.api.DeleteSandbox(ctx, b.sandboxName(name))
 	if err == nil || isNotFound(err) {
 		// Gone either way: forget it, so its next use is a new session, not a recreated one.
-		b.dropRecord(name)
+		b.records.Drop(name)
 	}
 	return b.apiErr("remove", name, err)
 }
@@ -116,10 +116,10 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) 
 	if err != nil {
 		return "", b.apiErr("snapshot", session, err)
 	}
-	rec, _ := b.readRecord(session)
+	rec, _, _ := b.records.Read(session)
 	rec.Sandbox = name
 	rec.Snapshots = append(rec.Snapshots, snap.ID)
-	if err := b.writeRecord(session, rec); err != nil {
+	if err := b.records.Write(session, rec); err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: fmt.Errorf("snapshot %s taken but not recorded: %w", snap.ID, err)}
 	}
 	return snap.ID, nil
@@ -158,7 +158,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			if err := b.api.DeleteSandbox(ctx, sb.Name); err != nil && !isNotFound(err) {
 				return rep, b.apiErr("gc", sb.Name, err)
 			}
-			b.dropRecord(session)
+			b.records.Drop(session)
 		}
 		rep.Removed = append(rep.Removed, item)
 	}

@@ -235,7 +235,7 @@ func TestSnapshotRestore(t *testing.T) {
 			if res.Stdout != "fresh\n" || !res.EnvironmentRecreated {
 				t.Errorf("after a failed restore = %q recreated %v; want fresh, true", res.Stdout, res.EnvironmentRecreated)
 			}
-			if rec, _ := b.readRecord("snap"); len(rec.Snapshots) != 1 || rec.Snapshots[0] != snapID {
+			if rec, _, _ := b.records.Read("snap"); len(rec.Snapshots) != 1 || rec.Snapshots[0] != snapID {
 				t.Fatalf("record after a failed restore = %+v; want snapshot %s kept", rec, snapID)
 			}
 			if got, err := b.api.GetSnapshot(ctx, snapID); err != nil || got.Status != "created" {
