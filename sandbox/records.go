@@ -65,6 +65,9 @@ func (r *Records[T]) Read(session string) (rec T, used time.Time, ok bool) {
 	}
 	if !ok {
 		var zero T
+		if err == nil {
+			err = errors.New("not a record of this backend")
+		}
 		r.log().Warn("session record is corrupt: treated as absent", "session", session, "path", p, "err", err)
 		return zero, used, false
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -290,6 +291,13 @@ func TestNetworkPolicyAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.f.stop(s.f.current("deny"))
+	// Without --idle there is no idle timeout: a stopped sandbox stays.
+	if rep, err := b.Collect(ctx, sandbox.GCOptions{}); err != nil || len(rep.Removed) != 0 ||
+		!slices.ContainsFunc(rep.Kept, func(it sandbox.GCItem) bool {
+			return strings.HasPrefix(it.Name, "deny ") && strings.Contains(it.Reason, "--idle")
+		}) {
+		t.Errorf("GC without --idle = %+v, %v; want the stopped session deny kept, saying --idle", rep, err)
+	}
 	rep, err := b.Collect(ctx, sandbox.GCOptions{IdleTimeout: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
