@@ -10,6 +10,21 @@
 //
 // Each section is a plain struct with Go-typed fields (time.Duration, Size,
 // enums, Secret) that backends use directly, e.g. cfg.Docker or cfg.SSH.
+//
+// `hermes-sandbox gc` (sandbox.Reap) removes a session idle longer than --idle, else its
+// backend's idle timeout; each backend has one idle clock:
+//
+//	backend      idle clock                                          idle timeout without --idle
+//	docker       the session record's mtime (last command), else     docker.idle_timeout
+//	             the container's creation
+//	modal        the session record's mtime (last command)           modal.idle_timeout
+//	singularity  the session record's mtime (last helper start       none: idle instances kept
+//	             or close)
+//	daytona      the service's lastActivityAt, else createdAt        daytona.auto_stop
+//	vercel       the service's statusUpdatedAt/updatedAt (stopped)   none: stopped sandboxes kept
+//	kubernetes   the pod's hermes-sandbox/used annotation            1h
+//
+// A session whose last use is unknown is kept.
 package config
 
 import (

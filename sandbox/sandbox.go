@@ -341,6 +341,8 @@ type GCItem struct {
 type GCReport struct {
 	Removed []GCItem `json:"removed"`
 	Kept    []GCItem `json:"kept"`
+	// Failed lists what could not be removed, the reason being the error.
+	Failed []GCItem `json:"failed"`
 }
 
 // Collector is implemented by backends that leave things behind worth reaping: idle

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -78,8 +77,8 @@ type Backend struct {
 	scope     string // hash of owner and state directory: one user's sandboxes on one machine
 	owner     string // user@host, a label value
 
-	recordDir string
-	spillDir  string
+	records  sandbox.Records[record]
+	spillDir string
 
 	agentMu sync.Mutex
 	agents  map[string]*helperImage // by architecture
@@ -145,12 +144,12 @@ func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Option
 		keySource: keySource(key, opts),
 		scope:     hex.EncodeToString(sum[:])[:10],
 		owner:     owner,
-		recordDir: filepath.Join(state, "daytona", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
 		agents:    map[string]*helperImage{},
 		started:   map[string]string{},
 		homes:     map[string]string{},
 	}
+	b.records = sandbox.Records[record]{Dir: filepath.Join(state, "daytona", "sessions"), Legacy: legacyRecord, Logger: b.log}
 	return b, nil
 }
 
@@ -309,43 +308,20 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	return s, nil
 }
 
-// records ---------------------------------------------------------------------------------
-
-// A record remembers, in the state directory, the sandbox id a session last used, so a
-// later process can tell a sandbox that was destroyed (recreate, and say so) from one that
-// never existed.
-
-func (b *Backend) recordPath(session string) string { return filepath.Join(b.recordDir, session) }
-
-// A record is the sandbox id on its first line and, once a command ran, the mode on its
-// second.
-func (b *Backend) readRecord(session string) (string, bool) {
-	id, _, ok := b.readRecordMode(session)
-	return id, ok
+// A record remembers, in the state directory, the sandbox a session last used, so a later
+// process can tell a sandbox that was destroyed (recreate, and say so) from one that never
+// existed, and, once a command ran, how its commands run.
+type record struct {
+	ID   string `json:"sandbox_id"`
+	Mode string `json:"mode,omitempty"`
 }
 
-func (b *Backend) readRecordMode(session string) (id, mode string, ok bool) {
-	data, err := os.ReadFile(b.recordPath(session))
-	if err != nil {
-		return "", "", false
-	}
-	id, mode, _ = strings.Cut(strings.TrimSpace(string(data)), "\n")
-	return strings.TrimSpace(id), strings.TrimSpace(mode), true
-}
-
-func (b *Backend) writeRecord(session, id string) {
-	_, mode, _ := b.readRecordMode(session)
-	b.putRecord(session, id, mode)
-}
-
-func (b *Backend) putRecord(session, id, mode string) {
-	err := os.MkdirAll(b.recordDir, 0o700)
-	if err == nil {
-		err = os.WriteFile(b.recordPath(session), []byte(id+"\n"+mode+"\n"), 0o600)
-	}
-	if err != nil {
-		b.log.Warn("session record", "session", session, "err", err)
-	}
+// legacyRecord reads a record written before records were JSON: the sandbox id on its first
+// line, the mode on its second.
+func legacyRecord(data []byte) (record, bool) {
+	id, mode, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
+	r := record{ID: strings.TrimSpace(id), Mode: strings.TrimSpace(mode)}
+	return r, r.ID != ""
 }
 
 // recordMode notes in the session's record how its commands run (once per session object).
@@ -357,14 +333,9 @@ func (s *session) recordMode(mode string) {
 	if done {
 		return
 	}
-	if id, old, ok := s.b.readRecordMode(s.name); ok && old != mode {
-		s.b.putRecord(s.name, id, mode)
-	}
-}
-
-func (b *Backend) dropRecord(session string) {
-	if err := os.Remove(b.recordPath(session)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		b.log.Warn("session record", "session", session, "err", err)
+	if rec, _, ok := s.b.records.Read(s.name); ok && rec.Mode != mode {
+		rec.Mode = mode
+		s.b.records.Save(s.name, rec)
 	}
 }
 

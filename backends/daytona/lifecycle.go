@@ -29,7 +29,7 @@ func (b *Backend) ensure(ctx context.Context, session, knownID string) (sb sandb
 	ctx, cancel := context.WithTimeout(ctx, b.extra.StateTimeout)
 	defer cancel()
 	name := b.sandboxName(session)
-	_, hadRecord := b.readRecord(session)
+	_, _, hadRecord := b.records.Read(session)
 	had := hadRecord || knownID != ""
 	created := false
 	last := ""
@@ -69,7 +69,9 @@ func (b *Backend) ensure(ctx context.Context, session, knownID string) (sb sandb
 		}
 		switch {
 		case sb.State == "started":
-			b.writeRecord(session, sb.ID)
+			rec, _, _ := b.records.Read(session)
+			rec.ID = sb.ID
+			b.records.Save(session, rec)
 			return sb, recreated, nil
 		case statesStartable[sb.State]:
 			if _, err := b.api.action(ctx, sb.ID, "start"); err != nil && statusOf(err) != http.StatusConflict {

@@ -2,7 +2,6 @@ package daytona
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -32,8 +31,8 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.ID, State: sb.State}
-		if id, mode, ok := b.readRecordMode(name); ok && id == sb.ID {
-			info.Mode = mode
+		if rec, _, ok := b.records.Read(name); ok && rec.ID == sb.ID {
+			info.Mode = rec.Mode
 		}
 		info.Created, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
 		info.Used, _ = time.Parse(time.RFC3339Nano, sb.LastActivityAt)
@@ -56,7 +55,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	sname := b.sandboxName(name)
 	sb, err := b.api.get(ctx, sname)
 	if statusOf(err) == http.StatusNotFound || (err == nil && statesGone[sb.State]) {
-		b.dropRecord(name)
+		b.records.Drop(name)
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
 	}
 	if err != nil {
@@ -69,30 +68,24 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := b.deleteSandbox(ctx, sb.ID); err != nil {
 		return err
 	}
-	b.dropRecord(name)
+	b.records.Drop(name)
 	return nil
 }
 
 // Collect stops (hibernates) this scope's started sandboxes idle longer than
-// opts.IdleTimeout (default daytona.auto_stop), and deletes those in a failed state. Only
-// sandboxes carrying this tool's labels are looked at: a sandbox without labelOurs=1 and
-// this scope is never touched, whatever its name. A stopped sandbox keeps its files; the
-// next command starts it again.
+// opts.IdleTimeout (default daytona.auto_stop) by the service's activity time, and deletes
+// those in a failed state. Only sandboxes carrying this tool's labels are looked at: a
+// sandbox without labelOurs=1 and this scope is never touched, whatever its name. A stopped
+// sandbox keeps its files; the next command starts it again.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
-	var rep sandbox.GCReport
 	if err := b.validate(); err != nil {
-		return rep, &sandbox.Error{Backend: Name, Op: "gc", Err: err}
-	}
-	idle := opts.IdleTimeout
-	if idle <= 0 {
-		idle = b.cfg.AutoStop
+		return sandbox.GCReport{}, &sandbox.Error{Backend: Name, Op: "gc", Err: err}
 	}
 	list, err := b.api.list(ctx, b.scopeLabels())
 	if err != nil {
-		return rep, b.apiErr("gc", "", err)
+		return sandbox.GCReport{}, b.apiErr("gc", "", err)
 	}
-	var errs []error
-	now := time.Now()
+	var cands []sandbox.GCCandidate
 	for _, sb := range list {
 		if sb.Labels[labelOurs] != "1" || sb.Labels[labelScope] != b.scope {
 			continue // the service filtered loosely: never touch what is not ours
@@ -101,30 +94,18 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		if err != nil {
 			last, _ = time.Parse(time.RFC3339Nano, sb.CreatedAt)
 		}
-		idleFor := now.Sub(last)
-		age := idleFor.Round(time.Second)
-		item := sandbox.GCItem{Kind: "sandbox", Name: sb.Name}
+		id := sb.ID
+		cand := sandbox.GCCandidate{Kind: "sandbox", Name: sb.Name, LastUsed: last,
+			Note:   "; stopped, files kept: the next command starts it",
+			Remove: func(ctx context.Context) error { return b.stopSandbox(ctx, id) }}
 		switch {
 		case statesFailed[sb.State]:
-			item.Reason = "deleted: state " + sb.State + " (" + orNone(sb.ErrorReason) + ")"
-			rep.Removed = append(rep.Removed, item)
-			if !opts.DryRun {
-				if err := b.deleteSandbox(ctx, sb.ID); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		case sb.State == "started" && idleFor >= idle:
-			item.Reason = fmt.Sprintf("stopped: idle for %s (files kept; the next command starts it)", age)
-			rep.Removed = append(rep.Removed, item)
-			if !opts.DryRun {
-				if err := b.stopSandbox(ctx, sb.ID); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		default:
-			item.Reason = fmt.Sprintf("%s, idle for %s", sb.State, age)
-			rep.Kept = append(rep.Kept, item)
+			cand.Reap = "deleted: state " + sb.State + " (" + orNone(sb.ErrorReason) + ")"
+			cand.Remove = func(ctx context.Context) error { return b.deleteSandbox(ctx, id) }
+		case sb.State != "started":
+			cand.Keep = fmt.Sprintf("%s, idle for %s", sb.State, time.Since(last).Round(time.Second))
 		}
+		cands = append(cands, cand)
 	}
-	return rep, errors.Join(errs...)
+	return sandbox.Reap(ctx, cands, opts, b.cfg.AutoStop, "daytona.auto_stop")
 }

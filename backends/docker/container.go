@@ -86,13 +86,14 @@ type target struct {
 // earlier state is gone.
 func (b *Backend) ensure(ctx context.Context, session, known string) (target, error) {
 	name := b.containerName(session)
-	recordID, _, hadRecord := b.readRecord(session)
+	rec, _, hadRecord := b.records.Read(session)
+	recordID := rec.ID
 	recreated := false
 	// With a warm pool, try the claim first: the rename succeeds only if the session has no
 	// container, which spares an inspect on the fast path.
 	if p := b.getPool(); p != nil {
 		if e := p.claim(ctx, name); e != nil {
-			b.writeRecord(session, e.id)
+			b.records.Save(session, sandbox.IDRecord{ID: e.id})
 			return target{id: e.id, client: e.client, recreated: hadRecord || known != "", fresh: true}, nil
 		}
 	}
@@ -155,7 +156,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 				lost = lost || (info.State.StartedAt != "" && !strings.HasPrefix(info.State.StartedAt, "0001-"))
 			}
 			if recordID != info.ID {
-				b.writeRecord(session, info.ID)
+				b.records.Save(session, sandbox.IDRecord{ID: info.ID})
 			}
 			return target{id: info.ID, recreated: lost, fresh: !info.State.Running}, nil
 		}
@@ -163,7 +164,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 		lost := recreated || hadRecord || known != ""
 		if p := b.getPool(); p != nil {
 			if e := p.claim(ctx, name); e != nil {
-				b.writeRecord(session, e.id)
+				b.records.Save(session, sandbox.IDRecord{ID: e.id})
 				return target{id: e.id, client: e.client, recreated: lost, fresh: true}, nil
 			}
 		}
@@ -183,7 +184,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 		if err != nil {
 			return target{}, err
 		}
-		b.writeRecord(session, id)
+		b.records.Save(session, sandbox.IDRecord{ID: id})
 		return target{id: id, recreated: lost, fresh: true}, nil
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/moby/moby/client"
 
@@ -59,8 +58,8 @@ type Backend struct {
 	passEnv []string      // passthrough values, given to each helper exec
 	shell   string
 
-	recordDir string // host-side session records: container id, and mtime = last use
-	spillDir  string
+	records  sandbox.Records[sandbox.IDRecord] // host-side session records: container id, mtime = last use
+	spillDir string
 
 	usersMu sync.Mutex
 	users   *userIDs // docker.user resolved in the image, once
@@ -104,20 +103,20 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 		return nil, err
 	}
 	b := &Backend{
-		owner:     sandbox.ProcessOwner(),
-		opts:      opts,
-		cfg:       cfg,
-		extra:     extra,
-		log:       opts.Log().With("backend", Name),
-		host:      ep.Host,
-		local:     strings.HasPrefix(ep.Host, "unix://"),
-		cli:       cli,
-		names:     names,
-		scope:     names.ID(),
-		shell:     opts.Shell,
-		recordDir: filepath.Join(state, "docker", "sessions"),
-		spillDir:  filepath.Join(state, "output"),
+		owner:    sandbox.ProcessOwner(),
+		opts:     opts,
+		cfg:      cfg,
+		extra:    extra,
+		log:      opts.Log().With("backend", Name),
+		host:     ep.Host,
+		local:    strings.HasPrefix(ep.Host, "unix://"),
+		cli:      cli,
+		names:    names,
+		scope:    names.ID(),
+		shell:    opts.Shell,
+		spillDir: filepath.Join(state, "output"),
 	}
+	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(state, "docker", "sessions"), Legacy: sandbox.BareID, Logger: b.log}
 	b.env = containerEnv(b.cfg)
 	b.passEnv = passthroughEnv(b.cfg, opts)
 	return b, nil
@@ -193,50 +192,16 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	return s, nil
 }
 
-// record paths -------------------------------------------------------------------------
-
-func (b *Backend) recordPath(session string) string { return filepath.Join(b.recordDir, session) }
-
-// readRecord returns the container id last used for the session, if any.
-func (b *Backend) readRecord(session string) (id string, used time.Time, ok bool) {
-	p := b.recordPath(session)
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return "", time.Time{}, false
-	}
-	fi, err := os.Stat(p)
-	if err == nil {
-		used = fi.ModTime()
-	}
-	return strings.TrimSpace(string(data)), used, true
-}
-
-func (b *Backend) writeRecord(session, id string) {
-	if err := os.MkdirAll(b.recordDir, 0o700); err != nil {
-		b.log.Warn("session record", "session", session, "err", err)
-		return
-	}
-	if err := sandbox.WriteFileAtomic(b.recordPath(session), []byte(id+"\n")); err != nil {
-		b.log.Warn("session record", "session", session, "err", err)
-	}
-}
-
-func (b *Backend) touchRecord(session string) {
-	now := time.Now()
-	if err := os.Chtimes(b.recordPath(session), now, now); err != nil && !errors.Is(err, os.ErrNotExist) {
-		b.log.Debug("session record", "session", session, "err", err)
-	}
-}
-
-func (b *Backend) dropRecord(session string) {
-	os.Remove(b.recordPath(session))
+// forget drops the session's record and what is kept beside it.
+func (b *Backend) forget(session string) {
+	b.records.Drop(session)
 	os.Remove(b.cwdPath(session))
 	os.Remove(b.overridePath(session)) // a live allowlist change ends with its session
 }
 
 // cwdPath is where a session's last working directory is kept, beside the records.
 func (b *Backend) cwdPath(session string) string {
-	return filepath.Join(filepath.Dir(b.recordDir), "cwd", session)
+	return filepath.Join(filepath.Dir(b.records.Dir), "cwd", session)
 }
 
 // writeCwd and readCwd keep a session's last working directory beside its record.

@@ -137,7 +137,7 @@ func (s *session) touch() {
 	}
 	s.mu.Unlock()
 	if due {
-		s.b.touchRecord(s.name)
+		s.b.records.Touch(s.name)
 	}
 }
 

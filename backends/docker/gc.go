@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -25,75 +24,62 @@ const leftoverAge = 10 * time.Minute
 // leftover workspace-helper containers, and workspace volumes no container uses. A session
 // whose container Collect removed reports environment_recreated on its next command.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
-	var rep sandbox.GCReport
-	idle := b.cfg.IdleTimeout
-	if opts.IdleTimeout > 0 {
-		idle = opts.IdleTimeout
-	}
 	list, err := b.ours(ctx, true)
 	if err != nil {
-		return rep, err
+		return sandbox.GCReport{}, err
 	}
 	now := time.Now()
-	var errs []error
-	remove := func(c container.Summary, reason string) {
-		vols, err := b.removeContainerVolumes(ctx, c.ID, true, opts.DryRun)
-		if err != nil {
-			errs = append(errs, err)
-			return
-		}
-		rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "container", Name: containerName(c), Reason: reason})
-		for _, v := range vols {
-			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "volume", Name: v, Reason: "workspace of " + containerName(c)})
-		}
-	}
-	keep := func(c container.Summary, reason string) {
-		rep.Kept = append(rep.Kept, sandbox.GCItem{Kind: "container", Name: containerName(c), Reason: reason})
-	}
+	var cands []sandbox.GCCandidate
 	for _, c := range list {
 		name := containerName(c)
 		age := now.Sub(createdAt(c))
-		switch {
+		cand := sandbox.GCCandidate{Kind: "container", Name: name, LastUsed: createdAt(c),
+			Remove: func(ctx context.Context) error {
+				_, err := b.removeContainerVolumes(ctx, c.ID, true, false)
+				return err
+			}}
+		for _, v := range ourVolumes(c.Mounts) {
+			cand.Also = append(cand.Also, sandbox.GCItem{Kind: "volume", Name: v, Reason: "workspace of " + name})
+		}
+		switch session := b.sessionOf(name); {
 		case strings.HasPrefix(name, "hermes-pool-"):
 			alive, known := sandbox.OwnerAlive(c.Labels[labelPool])
 			switch {
 			case known && alive:
-				keep(c, "warm pool of a running process")
+				cand.Keep = "warm pool of a running process"
 			case known:
-				remove(c, "warm-pool leftover: its process is gone")
+				cand.Reap = "warm-pool leftover: its process is gone"
 			case age > leftoverAge:
-				remove(c, fmt.Sprintf("warm-pool leftover of a process this machine cannot check (another host or boot), %s old", age.Round(time.Second)))
+				cand.Reap = fmt.Sprintf("warm-pool leftover of a process this machine cannot check (another host or boot), %s old", age.Round(time.Second))
 			default:
-				keep(c, "warm pool of a process this machine cannot check (another host or boot)")
+				cand.Keep = "warm pool of a process this machine cannot check (another host or boot)"
 			}
 		case strings.HasPrefix(name, "hermes-prep-"):
-			if age > leftoverAge {
-				remove(c, "leftover workspace helper")
+			if age <= leftoverAge {
+				continue
 			}
-		case b.sessionOf(name) != "":
-			session := b.sessionOf(name)
-			used := createdAt(c)
-			if _, u, ok := b.readRecord(session); ok && u.After(used) {
-				used = u
+			cand.Reap = "leftover workspace helper"
+		case session != "":
+			if _, u, ok := b.records.Read(session); ok && u.After(cand.LastUsed) {
+				cand.LastUsed = u
 			}
-			idleFor := now.Sub(used)
-			ownerAlive, ownerKnown := sandbox.OwnerAlive(c.Labels[labelOwner])
-			switch {
-			case ownerKnown && !ownerAlive:
-				remove(c, fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", c.Labels[labelOwner]))
-			case ownerKnown:
-				keep(c, fmt.Sprintf("its owner (process %s) still runs", c.Labels[labelOwner]))
-			case idle <= 0:
-				keep(c, "docker.idle_timeout is 0")
-			case idleFor <= idle:
-				keep(c, fmt.Sprintf("used %s ago", idleFor.Round(time.Second)))
-			case c.State == "running" && b.busy(ctx, c.ID):
-				keep(c, "a helper or a background process is running")
-			default:
-				remove(c, fmt.Sprintf("idle for %s (docker.idle_timeout %s)", idleFor.Round(time.Second), idle))
+			cand.Owner = c.Labels[labelOwner]
+			if c.State == "running" {
+				id := c.ID
+				cand.Busy = func(ctx context.Context) (string, error) {
+					if b.busy(ctx, id) {
+						return "a helper or a background process is running", nil
+					}
+					return "", nil
+				}
 			}
+		default:
+			continue
 		}
+		cands = append(cands, cand)
 	}
+	rep, err := sandbox.Reap(ctx, cands, opts, b.cfg.IdleTimeout, "docker.idle_timeout")
+	errs := []error{err}
 	// Workspace volumes no container uses: from removed sessions, interrupted removals.
 	vols, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", labelOurs+"=1")})
 	if err != nil {

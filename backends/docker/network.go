@@ -76,7 +76,7 @@ func (b *Backend) Egress() sandbox.EgressReport {
 // overrides is the configured allowlist with each live session's change to it (`sessions
 // network`), shared with the kubernetes backend (internal/egress).
 func (b *Backend) overrides() egress.Overrides {
-	return egress.NewOverrides(filepath.Join(filepath.Dir(b.recordDir), "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
+	return egress.NewOverrides(filepath.Join(filepath.Dir(b.records.Dir), "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
 }
 
 func (b *Backend) overridePath(session string) string { return b.overrides().Path(session) }
@@ -167,7 +167,7 @@ const egressSockInCtr = "/run/hermes-egress"
 // the container's user included, can list it, so a sandbox reaches only the socket whose
 // random name its own relay was given, never another session's proxy.
 func (b *Backend) egressSockDir() (string, error) {
-	dir := filepath.Join(filepath.Dir(b.recordDir), "egress-sock")
+	dir := filepath.Join(filepath.Dir(b.records.Dir), "egress-sock")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "egress", Err: err}
 	}

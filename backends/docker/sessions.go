@@ -57,7 +57,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: shortID(c.ID), State: string(c.State),
 			Created: createdAt(c), Cwd: b.readCwd(name)}
 		info.Used = info.Created
-		if _, used, ok := b.readRecord(name); ok && used.After(info.Used) {
+		if _, used, ok := b.records.Read(name); ok && used.After(info.Used) {
 			info.Used = used
 		}
 		out = append(out, info)
@@ -79,7 +79,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		if !isNotFound(err) {
 			return b.engineErr("remove", name, err)
 		}
-		b.dropRecord(name)
+		b.forget(name)
 		// A workspace volume can outlive its container (removed behind our back).
 		if _, verr := b.cli.VolumeInspect(ctx, cname+"-ws", client.VolumeInspectOptions{}); verr == nil {
 			return b.removeVolume(ctx, cname+"-ws")
@@ -90,7 +90,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := b.removeContainer(ctx, info.ID, false); err != nil {
 		return err
 	}
-	b.dropRecord(name)
+	b.forget(name)
 	for _, v := range vols {
 		if err := b.removeVolume(ctx, v); err != nil {
 			return err

@@ -56,7 +56,8 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	known := s.uid
 	s.mu.Unlock()
 	if known == "" {
-		known = b.readRecord(s.name)
+		rec, _, _ := b.records.Read(s.name)
+		known = types.UID(rec.ID)
 	}
 	pod, recreated, err := b.ensure(ctx, s.name, known)
 	if err != nil {
@@ -88,7 +89,9 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	s.mu.Lock()
 	s.pod, s.uid = pod.Name, pod.UID
 	s.mu.Unlock()
-	b.writeRecord(s.name, pod.UID)
+	if rec, _, _ := b.records.Read(s.name); rec.ID != string(pod.UID) {
+		b.records.Save(s.name, sandbox.IDRecord{ID: string(pod.UID)})
+	}
 	return channel.Started{Client: client, Recreated: recreated}, nil
 }
 

@@ -98,6 +98,7 @@ type Backend struct {
 	passEnv map[string]string
 
 	spillDir string
+	records  sandbox.Records[sandbox.IDRecord] // the session's pod UID
 
 	mu        sync.Mutex
 	conn      *conn
@@ -152,6 +153,7 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 		passEnv:  opts.PassthroughMap(),
 		spillDir: filepath.Join(scope.Dir(), "output"),
 	}
+	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(scope.Dir(), "kubernetes", "sessions"), Legacy: sandbox.BareID, Logger: b.log}
 	if opts.Ephemeral {
 		b.process = sandbox.ProcessOwner()
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -15,40 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
-
-// Records: one file per session on this machine holding its pod's UID, so a later process
-// can tell "first pod" from "the pod was lost" (environment_recreated).
-
-func (b *Backend) recordPath(session string) string {
-	return filepath.Join(b.opts.StateDir, "kubernetes", "sessions", session)
-}
-
-func (b *Backend) readRecord(session string) types.UID {
-	data, err := os.ReadFile(b.recordPath(session))
-	if err != nil {
-		return ""
-	}
-	return types.UID(strings.TrimSpace(string(data)))
-}
-
-func (b *Backend) writeRecord(session string, uid types.UID) {
-	p := b.recordPath(session)
-	if b.readRecord(session) == uid {
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		b.log.Warn("cannot record the session's pod", "err", err)
-		return
-	}
-	if err := sandbox.WriteFileAtomic(p, []byte(uid)); err != nil {
-		b.log.Warn("cannot record the session's pod", "err", err)
-	}
-}
 
 // Sessions lists this state directory's sessions, on whatever nodes their pods run.
 func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
@@ -132,7 +100,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	os.Remove(b.recordPath(name))
+	b.records.Drop(name)
 	if !found {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no pod for session %q in namespace %s: %w", name, c.namespace, sandbox.ErrNotFound)}
 	}
@@ -144,74 +112,53 @@ const idleDefault = time.Hour
 
 // Collect removes this scope's pods that have ended, whose owner process is gone (an MCP
 // server's, killed before it could remove its sessions; whatever their idle time), that sat
-// unused past the idle timeout, and warm pods beyond kubernetes.pool_size. Other scopes' pods and objects without our
-// labels are never touched.
+// unused past the idle timeout (by the pod's last-use annotation), and warm pods beyond
+// kubernetes.pool_size. Other scopes' pods and objects without our labels are never touched.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
-	var rep sandbox.GCReport
-	idle := idleDefault
-	if opts.IdleTimeout > 0 {
-		idle = opts.IdleTimeout
-	}
 	c, err := b.cluster()
 	if err != nil {
-		return rep, err
+		return sandbox.GCReport{}, err
 	}
 	sel := labels.SelectorFromSet(labels.Set{labelOurs: "1", labelScope: b.scope.ID()}).String()
 	list, err := c.api.pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return rep, b.mapErr("gc", "", err)
+		return sandbox.GCReport{}, b.mapErr("gc", "", err)
 	}
 	pool := 0
+	cands := make([]sandbox.GCCandidate, 0, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]
-		item := sandbox.GCItem{Kind: "pod", Name: c.namespace + "/" + p.Name}
+		cand := sandbox.GCCandidate{Kind: "pod", Name: c.namespace + "/" + p.Name, Owner: p.Annotations[annoOwnerProcess],
+			Remove: func(ctx context.Context) error {
+				if err := b.deleteNow(ctx, c, p); err != nil {
+					return err
+				}
+				if p.Annotations[annoSession] != "" && b.cfg.Mode == config.KubernetesModeAgentSandbox {
+					c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+				}
+				return nil
+			}}
 		if s := p.Annotations[annoSession]; s != "" {
-			item.Name += " (session " + s + ")"
+			cand.Name += " (session " + s + ")"
 		}
-		used, uerr := time.Parse(time.RFC3339, p.Annotations[annoUsed])
-		owner := p.Annotations[annoOwnerProcess]
-		ownerAlive, ownerKnown := sandbox.OwnerAlive(owner)
+		cand.LastUsed, _ = time.Parse(time.RFC3339, p.Annotations[annoUsed])
 		switch {
 		case ended(p):
-			item.Reason = "ended: " + podState(p)
-		case ownerKnown && !ownerAlive:
-			item.Reason = fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", owner)
-		case ownerKnown:
-			item.Reason = fmt.Sprintf("its owner (process %s) still runs", owner)
-			rep.Kept = append(rep.Kept, item)
-			continue
-		case p.Labels[labelPool] == "ready" && b.cfg.Mode == config.KubernetesModeAgentSandbox:
-			item.Reason = "warm pool (the SandboxWarmPool's)"
-			rep.Kept = append(rep.Kept, item)
-			continue
-		case p.Labels[labelPool] == "ready" && b.stale(p):
-			item.Reason = "warm pod made with other settings, or past half its lifetime"
-		case p.Labels[labelPool] == "ready":
+			cand.Reap = "ended: " + podState(p)
+		case p.Labels[labelPool] != "ready":
+		case b.cfg.Mode == config.KubernetesModeAgentSandbox:
+			cand.Keep = "warm pool (the SandboxWarmPool's)"
+		case b.stale(p):
+			cand.Reap = "warm pod made with other settings, or past half its lifetime"
+		case pool < b.cfg.PoolSize:
 			pool++
-			if pool <= b.cfg.PoolSize {
-				item.Reason = "warm pool"
-				rep.Kept = append(rep.Kept, item)
-				continue
-			}
-			item.Reason = fmt.Sprintf("warm pod beyond kubernetes.pool_size %d", b.cfg.PoolSize)
-		case uerr == nil && time.Since(used) > idle:
-			item.Reason = fmt.Sprintf("idle for %s (gc idle timeout %s)", time.Since(used).Round(time.Second), idle)
+			cand.Keep = "warm pool"
 		default:
-			item.Reason = "in use"
-			rep.Kept = append(rep.Kept, item)
-			continue
+			cand.Reap = fmt.Sprintf("warm pod beyond kubernetes.pool_size %d", b.cfg.PoolSize)
 		}
-		if !opts.DryRun {
-			if err := b.deleteNow(ctx, c, p); err != nil {
-				return rep, err
-			}
-			if s := p.Annotations[annoSession]; s != "" && b.cfg.Mode == config.KubernetesModeAgentSandbox {
-				c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
-			}
-		}
-		rep.Removed = append(rep.Removed, item)
+		cands = append(cands, cand)
 	}
-	return rep, nil
+	return sandbox.Reap(ctx, cands, opts, idleDefault, "the default")
 }
 
 // permission is one access the backend needs, checked with a SelfSubjectAccessReview.

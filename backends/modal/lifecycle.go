@@ -80,7 +80,7 @@ func (b *Backend) find(ctx context.Context, c *modalsdk.Client, app *modalsdk.Ap
 	if err != nil {
 		return nil, b.mapErr("list", session, err)
 	}
-	rec, _, _ := b.readRecord(session)
+	rec, _, _ := b.records.Read(session)
 	var newest *modalsdk.Sandbox
 	for sb, err := range seq {
 		if err != nil {
@@ -123,7 +123,7 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 	if err != nil {
 		return nil, false, err
 	}
-	rec, _, had := b.readRecord(session)
+	rec, _, had := b.records.Read(session)
 	for attempt := 1; ; attempt++ {
 		sb, err := b.find(ctx, c, app, session)
 		if err != nil {
@@ -132,7 +132,7 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 		if sb != nil {
 			if rec.SandboxID != sb.SandboxID {
 				rec.SandboxID, rec.Created = sb.SandboxID, time.Now()
-				b.writeRecord(session, rec)
+				b.records.Save(session, rec)
 			}
 			return sb, known != nil, nil
 		}
@@ -149,7 +149,7 @@ func (b *Backend) ensure(ctx context.Context, session string, known *modalsdk.Sa
 		}
 		recreated := known != nil || (had && rec.SandboxID != "")
 		rec.SandboxID, rec.Created = sb.SandboxID, time.Now()
-		b.writeRecord(session, rec)
+		b.records.Save(session, rec)
 		if recreated {
 			b.log.Info("the session's sandbox ended; created a new one", "session", session, "sandbox_id", sb.SandboxID)
 		}
@@ -232,9 +232,9 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) 
 	if err != nil {
 		return "", b.mapErr("snapshot", session, err)
 	}
-	rec, _, _ := b.readRecord(session)
+	rec, _, _ := b.records.Read(session)
 	rec.SandboxID = sb.SandboxID
 	rec.Snapshot = img.ImageID
-	b.writeRecord(session, rec)
+	b.records.Save(session, rec)
 	return img.ImageID, nil
 }

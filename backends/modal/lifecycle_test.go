@@ -159,7 +159,7 @@ func TestNameTakenOnce(t *testing.T) {
 	if len(named) != 1 || named[0] != holder {
 		t.Errorf("running sandboxes named %q = %v; want only the holder %s", params.Name, named, holder)
 	}
-	if rec, _, _ := b.readRecord("taken"); rec.SandboxID != holder {
+	if rec, _, _ := b.records.Read("taken"); rec.SandboxID != holder {
 		t.Errorf("session record names %q; want the holder %s", rec.SandboxID, holder)
 	}
 }
@@ -454,7 +454,7 @@ func TestGC(t *testing.T) {
 	run(t, open(t, b, "live"), "true")
 	run(t, open(t, b, "orphan"), "true")
 	run(t, open(t, other, "theirs"), "true")
-	b.dropRecord("orphan") // its owner forgot it (state directory wiped)
+	b.records.Drop("orphan") // its owner forgot it (state directory wiped)
 	rep, err := b.Collect(ctxT(t, time.Minute), sandbox.GCOptions{IdleTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -65,8 +63,8 @@ type Backend struct {
 	cwd      string
 	passEnv  map[string]string
 
-	recordDir string
-	spillDir  string
+	records  sandbox.Records[record]
+	spillDir string
 
 	mu             sync.Mutex
 	client         *modalsdk.Client
@@ -94,18 +92,18 @@ func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options)
 	state := scope.Dir()
 	host, _ := os.Hostname()
 	b := &Backend{
-		opts:      opts,
-		cfg:       cfg,
-		extra:     extra,
-		log:       opts.Log().With("backend", Name),
-		scope:     scope,
-		owner:     host + "/" + scope.ID(),
-		shell:     cmp.Or(opts.Shell, "auto"),
-		cwd:       opts.RemoteCwd(workdir),
-		passEnv:   opts.PassthroughMap(),
-		recordDir: filepath.Join(state, "modal", "sessions"),
-		spillDir:  filepath.Join(state, "output"),
+		opts:     opts,
+		cfg:      cfg,
+		extra:    extra,
+		log:      opts.Log().With("backend", Name),
+		scope:    scope,
+		owner:    host + "/" + scope.ID(),
+		shell:    cmp.Or(opts.Shell, "auto"),
+		cwd:      opts.RemoteCwd(workdir),
+		passEnv:  opts.PassthroughMap(),
+		spillDir: filepath.Join(state, "output"),
 	}
+	b.records = sandbox.Records[record]{Dir: filepath.Join(state, "modal", "sessions"), Ext: ".json", Logger: b.log}
 	b.creds, b.credsErr = ResolveCredentials(cfg, opts)
 	return b, nil
 }
@@ -206,47 +204,6 @@ type record struct {
 	Created   time.Time `json:"created"`
 	Mode      string    `json:"mode,omitempty"` // "helper" or "exec" (the fallback)
 }
-
-func (b *Backend) recordPath(session string) string {
-	return filepath.Join(b.recordDir, session+".json")
-}
-
-func (b *Backend) readRecord(session string) (record, time.Time, bool) {
-	p := b.recordPath(session)
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return record{}, time.Time{}, false
-	}
-	var r record
-	if json.Unmarshal(data, &r) != nil {
-		return record{}, time.Time{}, false
-	}
-	var used time.Time
-	if fi, err := os.Stat(p); err == nil {
-		used = fi.ModTime()
-	}
-	return r, used, true
-}
-
-func (b *Backend) writeRecord(session string, r record) {
-	data, _ := json.Marshal(r)
-	if err := os.MkdirAll(b.recordDir, 0o700); err != nil {
-		b.log.Warn("session record", "session", session, "err", err)
-		return
-	}
-	if err := sandbox.WriteFileAtomic(b.recordPath(session), data); err != nil {
-		b.log.Warn("session record", "session", session, "err", err)
-	}
-}
-
-func (b *Backend) touchRecord(session string) {
-	now := time.Now()
-	if err := os.Chtimes(b.recordPath(session), now, now); err != nil && !errors.Is(err, os.ErrNotExist) {
-		b.log.Debug("session record", "session", session, "err", err)
-	}
-}
-
-func (b *Backend) dropRecord(session string) { os.Remove(b.recordPath(session)) }
 
 var (
 	_ sandbox.Backend        = (*Backend)(nil)

@@ -37,7 +37,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 			continue
 		}
 		info := sandbox.SessionInfo{Name: name, Backend: Name, ID: sb.SandboxID, State: "running"}
-		if rec, used, ok := b.readRecord(name); ok {
+		if rec, used, ok := b.records.Read(name); ok {
 			info.Created, info.Used = rec.Created, used
 		}
 		out = append(out, info)
@@ -83,8 +83,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	_, _, had := b.readRecord(name)
-	b.dropRecord(name)
+	had := b.records.Drop(name)
 	if sb == nil {
 		if had {
 			return nil // it had ended already; the record is gone now
@@ -99,56 +98,36 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 // gone (no record of them here). Sandboxes of other state directories or machines, and
 // untagged ones, are never touched.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
-	var rep sandbox.GCReport
-	idle := b.cfg.IdleTimeout
-	if opts.IdleTimeout > 0 {
-		idle = opts.IdleTimeout
-	}
 	c, app, err := b.appOnly(ctx)
 	if err != nil {
-		return rep, err
+		return sandbox.GCReport{}, err
 	}
 	seq, err := c.Sandboxes.List(ctx, &modalsdk.SandboxListParams{AppID: app.AppID, Tags: map[string]string{tagOurs: "1"}})
 	if err != nil {
-		return rep, b.mapErr("list", "", err)
+		return sandbox.GCReport{}, b.mapErr("list", "", err)
 	}
+	var cands []sandbox.GCCandidate
 	for sb, err := range seq {
 		if err != nil {
-			return rep, b.mapErr("list", "", err)
+			return sandbox.GCReport{}, b.mapErr("list", "", err)
 		}
 		tags, err := sb.GetTags(ctx, nil)
-		if err != nil {
+		if err != nil || tags[tagOurs] != "1" {
 			continue
 		}
 		session := tags[tagSession]
-		item := sandbox.GCItem{Kind: "sandbox", Name: sb.SandboxID + " (session " + session + ")"}
-		if tags[tagOurs] != "1" {
-			continue
-		}
-		if tags[tagOwner] != b.owner {
-			item.Reason = "owned by " + tags[tagOwner]
-			rep.Kept = append(rep.Kept, item)
-			continue
-		}
-		rec, used, ok := b.readRecord(session)
+		rec, used, ok := b.records.Read(session)
+		cand := sandbox.GCCandidate{Kind: "sandbox", Name: sb.SandboxID + " (session " + session + ")", LastUsed: used,
+			Remove: func(ctx context.Context) error { return b.terminate(ctx, sb) }}
 		switch {
+		case tags[tagOwner] != b.owner:
+			cand.Keep = "owned by " + tags[tagOwner]
 		case !ok || rec.SandboxID != sb.SandboxID:
-			item.Reason = "no session of this state directory uses it"
-		case time.Since(used) > idle:
-			item.Reason = fmt.Sprintf("idle for %s (modal.idle_timeout %s)", time.Since(used).Round(time.Second), idle)
-		default:
-			item.Reason = "in use"
-			rep.Kept = append(rep.Kept, item)
-			continue
+			cand.Reap = "no session of this state directory uses it"
 		}
-		if !opts.DryRun {
-			if err := b.terminate(ctx, sb); err != nil {
-				return rep, err
-			}
-		}
-		rep.Removed = append(rep.Removed, item)
+		cands = append(cands, cand)
 	}
-	return rep, nil
+	return sandbox.Reap(ctx, cands, opts, b.cfg.IdleTimeout, "modal.idle_timeout")
 }
 
 // Check proves the credentials with a real call (the app lookup) and explains failures.

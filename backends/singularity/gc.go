@@ -20,58 +20,41 @@ import (
 const cacheGrace = time.Hour
 
 // Collect stops this state directory's instances idle longer than opts.IdleTimeout (there is
-// no configured default: without one, instances are kept) that have no helper attached and
-// no background job running; their workspaces stay, and the next command starts the
-// instance again and reports environment_recreated. It also removes SIF files in the image
-// cache that neither singularity.image nor a running instance uses (made more than an hour
-// ago), and conversions left unfinished by processes that are gone.
+// no configured default: without one, instances are kept) by their record's last use, that
+// have no helper attached and no background job running; their workspaces stay, and the next
+// command starts the instance again and reports environment_recreated. It also removes SIF
+// files in the image cache that neither singularity.image nor a running instance uses (made
+// more than an hour ago), and conversions left unfinished by processes that are gone.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
-	var rep sandbox.GCReport
 	list, err := b.instances(ctx)
 	if err != nil {
-		return rep, wrap("gc", "", err)
+		return sandbox.GCReport{}, wrap("gc", "", err)
 	}
-	now := time.Now()
-	var errs []error
 	inUse := map[string]bool{}
+	var cands []sandbox.GCCandidate
 	for _, inst := range list {
 		inUse[inst.Image] = true
-		session := b.sessionOf(inst.Instance)
+		session, name := b.sessionOf(inst.Instance), inst.Instance
 		if session == "" {
 			continue
 		}
-		item := sandbox.GCItem{Kind: "instance", Name: inst.Instance}
-		idleFor := now.Sub(b.lastUse(session))
-		switch {
-		case opts.IdleTimeout <= 0:
-			item.Reason = "no idle timeout given (--idle DURATION)"
-		case idleFor <= opts.IdleTimeout:
-			item.Reason = fmt.Sprintf("used %s ago", idleFor.Round(time.Second))
-		case b.attached(session):
-			item.Reason = "a helper is attached"
-		default:
-			busy, err := b.jobsRunning(ctx, session)
-			switch {
-			case err != nil:
-				errs = append(errs, wrap("gc", inst.Instance, err))
-				continue
-			case busy:
-				item.Reason = "a background job is running"
-			default:
-				item.Reason = fmt.Sprintf("idle for %s (--idle %s); its workspace stays", idleFor.Round(time.Second), opts.IdleTimeout)
-				if !opts.DryRun {
-					if err := b.stop(ctx, inst.Instance); err != nil {
-						errs = append(errs, wrap("gc", inst.Instance, err))
-						continue
-					}
+		_, used, _ := b.records.Read(session)
+		cands = append(cands, sandbox.GCCandidate{Kind: "instance", Name: name, LastUsed: used, Note: "; its workspace stays",
+			Busy: func(ctx context.Context) (string, error) {
+				if b.attached(session) {
+					return "a helper is attached", nil
 				}
-				rep.Removed = append(rep.Removed, item)
-				continue
-			}
-		}
-		rep.Kept = append(rep.Kept, item)
+				busy, err := b.jobsRunning(ctx, session)
+				if err != nil || !busy {
+					return "", wrap("gc", name, err)
+				}
+				return "a background job is running", nil
+			},
+			Remove: func(ctx context.Context) error { return wrap("gc", name, b.stop(ctx, name)) }})
 	}
-	b.collectCache(now, inUse, opts.DryRun, &rep, &errs)
+	rep, err := sandbox.Reap(ctx, cands, opts, 0, "")
+	errs := []error{err}
+	b.collectCache(time.Now(), inUse, opts.DryRun, &rep, &errs)
 	return rep, errors.Join(errs...)
 }
 
@@ -134,23 +117,6 @@ func partialPID(name string) (int, bool) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// lastUse is when the session last started a helper or closed: its record's modification time.
-func (b *Backend) lastUse(session string) time.Time {
-	fi, err := os.Stat(b.recordPath(session))
-	if err != nil {
-		return time.Time{}
-	}
-	return fi.ModTime()
-}
-
-// touch marks the session used now.
-func (b *Backend) touch(session string) {
-	now := time.Now()
-	if err := os.Chtimes(b.recordPath(session), now, now); err != nil && !os.IsNotExist(err) {
-		b.log.Debug("session record", "session", session, "err", err)
-	}
 }
 
 // attachedPath is locked (shared) by every process whose helper is attached to the session.

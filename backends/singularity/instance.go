@@ -57,7 +57,7 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 			s.started = true
 			s.exited = exited
 			s.mu.Unlock()
-			b.touch(s.name)
+			b.records.Touch(s.name)
 			if recreated {
 				b.log.Info("session's instance was recreated; earlier state is gone", "session", s.name)
 			}
@@ -123,12 +123,6 @@ type ensured struct {
 	existed bool // a record says an instance ran for this session before
 }
 
-// recordPath marks that a session's instance was started (its content: the instance name);
-// a record without a running instance means the instance vanished.
-func (b *Backend) recordPath(session string) string {
-	return filepath.Join(b.sessionDir(session), "instance")
-}
-
 // ensureInstance makes sure the session's instance runs, starting it if needed.
 func (b *Backend) ensureInstance(ctx context.Context, session string) (ensured, error) {
 	name := b.instanceName(session)
@@ -154,8 +148,8 @@ func (b *Backend) ensureInstance(ctx context.Context, session string) (ensured, 
 	if running, err := b.running(ctx, name); err != nil || running {
 		return ensured{}, err
 	}
-	_, statErr := os.Stat(b.recordPath(session))
-	e := ensured{started: true, existed: statErr == nil}
+	_, _, existed := b.records.Read(session)
+	e := ensured{started: true, existed: existed}
 	image, err := b.image(ctx)
 	if err != nil {
 		return ensured{}, err
@@ -184,9 +178,7 @@ func (b *Backend) ensureInstance(ctx context.Context, session string) (ensured, 
 		}
 		return ensured{}, err
 	}
-	if err := os.WriteFile(b.recordPath(session), []byte(name+"\n"), 0o600); err != nil {
-		b.log.Warn("session record", "session", session, "err", err)
-	}
+	b.records.Save(session, sandbox.IDRecord{ID: name})
 	return e, nil
 }
 

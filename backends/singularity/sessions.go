@@ -39,9 +39,8 @@ func (b *Backend) Sessions(ctx context.Context) ([]sandbox.SessionInfo, error) {
 		if !ok {
 			info = sandbox.SessionInfo{Name: name, Backend: Name, ID: b.instanceName(name), State: "stopped"}
 		}
-		if fi, err := os.Stat(b.recordPath(name)); err == nil {
-			info.Created = fi.ModTime()
-			info.Used = fi.ModTime()
+		if _, used, ok := b.records.Read(name); ok {
+			info.Created, info.Used = used, used
 		}
 		byName[name] = info
 	}

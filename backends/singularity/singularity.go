@@ -54,6 +54,9 @@ type Backend struct {
 	spillDir string
 	names    sandbox.Scope // instance names: separates state directories on one host
 	passEnv  []string
+	// records mark that a session's instance was started (the instance name): a record
+	// without a running instance means the instance vanished. Its mtime is the last use.
+	records sandbox.Records[sandbox.IDRecord]
 
 	exeMu sync.Mutex
 	exe   string // resolved and probed once
@@ -78,7 +81,7 @@ func newBackend(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (*Bac
 		return nil, wrap("new", "", err)
 	}
 	state := names.Dir()
-	return &Backend{
+	b := &Backend{
 		opts:     opts,
 		cfg:      cfg,
 		log:      opts.Log().With("backend", Name),
@@ -87,7 +90,9 @@ func newBackend(cfg config.SingularityConfig, opts sandbox.FactoryOptions) (*Bac
 		spillDir: filepath.Join(state, "output"),
 		names:    names,
 		passEnv:  opts.Passthrough(),
-	}, nil
+	}
+	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(b.dir, "sessions"), Ext: "/instance", Legacy: sandbox.BareID, Logger: b.log}
+	return b, nil
 }
 
 // Name returns "singularity".
@@ -157,7 +162,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.touch(name); return nil }})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.records.Touch(name); return nil }})
 	return s, nil
 }
 

@@ -25,7 +25,7 @@ var startWait = 3 * time.Minute
 // sandbox is looked up by name again and that one is used, waited for until it runs.
 func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, recreated, fresh bool, err error) {
 	name := b.sandboxName(session)
-	rec, had := b.readRecord(session)
+	rec, _, had := b.records.Read(session)
 	wait := 50 * time.Millisecond
 	created := false
 	// joinBy bounds the retries after a create refused as a duplicate; zero until then.
@@ -120,9 +120,7 @@ func (b *Backend) ensure(ctx context.Context, session string) (vm *VMSession, re
 			if created || rec.Created.IsZero() {
 				rec.Created = time.Now()
 			}
-			if err := b.writeRecord(session, rec); err != nil {
-				b.log.Warn("session record", "session", session, "err", err)
-			}
+			b.records.Save(session, rec)
 		}
 		return vm, recreated, fresh, nil
 	}

@@ -54,7 +54,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	err := b.api.DeleteSandbox(ctx, b.sandboxName(name))
 	if err == nil || isNotFound(err) {
 		// Gone either way: forget it, so its next use is a new session, not a recreated one.
-		b.dropRecord(name)
+		b.records.Drop(name)
 	}
 	return b.apiErr("remove", name, err)
 }
@@ -116,51 +116,44 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) 
 	if err != nil {
 		return "", b.apiErr("snapshot", session, err)
 	}
-	rec, _ := b.readRecord(session)
+	rec, _, _ := b.records.Read(session)
 	rec.Sandbox = name
 	rec.Snapshots = append(rec.Snapshots, snap.ID)
-	if err := b.writeRecord(session, rec); err != nil {
+	if err := b.records.Write(session, rec); err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: fmt.Errorf("snapshot %s taken but not recorded: %w", snap.ID, err)}
 	}
 	return snap.ID, nil
 }
 
 // Collect (gc) deletes this owner's tagged sandboxes that failed, or have been stopped
-// longer than the idle timeout (default 24h). Running sandboxes and anything without our
-// tags are never touched. Snapshots are kept.
+// longer than --idle (there is no configured default: without it, stopped sandboxes stay);
+// the idle clock is the service's time of their last change of state. Running sandboxes and
+// anything without our tags are never touched. Snapshots are kept.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
-	idle := opts.IdleTimeout
-	if idle <= 0 {
-		idle = 24 * time.Hour
-	}
-	var rep sandbox.GCReport
 	list, err := b.ours(ctx)
 	if err != nil {
-		return rep, err
+		return sandbox.GCReport{}, err
 	}
+	cands := make([]sandbox.GCCandidate, 0, len(list))
 	for _, sb := range list {
-		session := sb.Tags[tagSession]
-		since := time.Since(time.UnixMilli(max(sb.StatusUpdatedAt, sb.UpdatedAt)))
-		reason := ""
-		switch {
-		case sb.Status == StatusFailed || sb.Status == StatusAborted:
-			reason = "sandbox " + string(sb.Status)
-		case sb.Status == StatusStopped && since > idle:
-			reason = fmt.Sprintf("stopped for %s", since.Round(time.Second))
+		session, name := sb.Tags[tagSession], sb.Name
+		cand := sandbox.GCCandidate{Kind: "sandbox", Name: session + " (" + name + ")",
+			LastUsed: time.UnixMilli(max(sb.StatusUpdatedAt, sb.UpdatedAt)),
+			Remove: func(ctx context.Context) error {
+				if err := b.api.DeleteSandbox(ctx, name); err != nil && !isNotFound(err) {
+					return b.apiErr("gc", name, err)
+				}
+				b.records.Drop(session)
+				return nil
+			}}
+		switch sb.Status {
+		case StatusFailed, StatusAborted:
+			cand.Reap = "sandbox " + string(sb.Status)
+		case StatusStopped:
+		default:
+			cand.Keep = string(sb.Status)
 		}
-		item := sandbox.GCItem{Kind: "sandbox", Name: session + " (" + sb.Name + ")", Reason: reason}
-		if reason == "" {
-			item.Reason = string(sb.Status)
-			rep.Kept = append(rep.Kept, item)
-			continue
-		}
-		if !opts.DryRun {
-			if err := b.api.DeleteSandbox(ctx, sb.Name); err != nil && !isNotFound(err) {
-				return rep, b.apiErr("gc", sb.Name, err)
-			}
-			b.dropRecord(session)
-		}
-		rep.Removed = append(rep.Removed, item)
+		cands = append(cands, cand)
 	}
-	return rep, nil
+	return sandbox.Reap(ctx, cands, opts, 0, "")
 }

@@ -12,8 +12,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -59,10 +57,10 @@ type Backend struct {
 	set   settings
 	shell string
 
-	scope     string // hash of owner and state directory: separates users and state dirs
-	owner     string
-	recordDir string
-	spillDir  string
+	scope    string // hash of owner and state directory: separates users and state dirs
+	owner    string
+	records  sandbox.Records[record]
+	spillDir string
 
 	agentMu sync.Mutex
 	agent   *agentUpload // the helper binary, read once
@@ -101,10 +99,12 @@ func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options
 	}
 	owner := ownerName()
 	sum := sha256.Sum256([]byte(owner + "\x00" + state))
+	log := opts.Log().With("backend", Name)
 	return &Backend{
-		opts: opts, extra: extra, log: opts.Log().With("backend", Name), api: api, creds: creds, set: set,
+		opts: opts, extra: extra, log: log, api: api, creds: creds, set: set,
 		shell: opts.Shell, scope: hex.EncodeToString(sum[:])[:8], owner: owner,
-		recordDir: filepath.Join(state, "vercel", "sessions"), spillDir: filepath.Join(state, "output"),
+		records:  sandbox.Records[record]{Dir: filepath.Join(state, "vercel", "sessions"), Ext: ".json", Logger: log},
+		spillDir: filepath.Join(state, "output"),
 	}, nil
 }
 
@@ -189,38 +189,6 @@ type record struct {
 	Created time.Time `json:"created"`
 	// Snapshots are the session's snapshots, newest last. A failed restore never removes one.
 	Snapshots []string `json:"snapshots,omitempty"`
-}
-
-func (b *Backend) recordPath(session string) string {
-	return filepath.Join(b.recordDir, session+".json")
-}
-
-func (b *Backend) readRecord(session string) (record, bool) {
-	data, err := os.ReadFile(b.recordPath(session))
-	if err != nil {
-		return record{}, false
-	}
-	var r record
-	if json.Unmarshal(data, &r) != nil {
-		return record{}, false
-	}
-	return r, true
-}
-
-func (b *Backend) writeRecord(session string, r record) error {
-	if err := os.MkdirAll(b.recordDir, 0o700); err != nil {
-		return err
-	}
-	data, _ := json.Marshal(r)
-	// Processes sharing the state directory may write the same session's record at once
-	// (its first use in each): each rename must move a whole record.
-	return sandbox.WriteFileAtomic(b.recordPath(session), data)
-}
-
-func (b *Backend) dropRecord(session string) {
-	if err := os.Remove(b.recordPath(session)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		b.log.Warn("session record", "session", session, "err", err)
-	}
 }
 
 var (

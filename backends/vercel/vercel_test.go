@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -235,7 +236,7 @@ func TestSnapshotRestore(t *testing.T) {
 			if res.Stdout != "fresh\n" || !res.EnvironmentRecreated {
 				t.Errorf("after a failed restore = %q recreated %v; want fresh, true", res.Stdout, res.EnvironmentRecreated)
 			}
-			if rec, _ := b.readRecord("snap"); len(rec.Snapshots) != 1 || rec.Snapshots[0] != snapID {
+			if rec, _, _ := b.records.Read("snap"); len(rec.Snapshots) != 1 || rec.Snapshots[0] != snapID {
 				t.Fatalf("record after a failed restore = %+v; want snapshot %s kept", rec, snapID)
 			}
 			if got, err := b.api.GetSnapshot(ctx, snapID); err != nil || got.Status != "created" {
@@ -290,6 +291,13 @@ func TestNetworkPolicyAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.f.stop(s.f.current("deny"))
+	// Without --idle there is no idle timeout: a stopped sandbox stays.
+	if rep, err := b.Collect(ctx, sandbox.GCOptions{}); err != nil || len(rep.Removed) != 0 ||
+		!slices.ContainsFunc(rep.Kept, func(it sandbox.GCItem) bool {
+			return strings.HasPrefix(it.Name, "deny ") && strings.Contains(it.Reason, "--idle")
+		}) {
+		t.Errorf("GC without --idle = %+v, %v; want the stopped session deny kept, saying --idle", rep, err)
+	}
 	rep, err := b.Collect(ctx, sandbox.GCOptions{IdleTimeout: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)

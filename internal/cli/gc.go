@@ -17,15 +17,18 @@ func (a *app) gcCmd() *cobra.Command {
 		Use:   "gc [--idle DURATION] [--dry-run] [--json]",
 		Short: "Remove idle sandboxes and leftovers of the selected backend",
 		Long: `Reaps what the selected backend (--sandbox, else the configured one; with nothing
-configured, the first backend that collects) leaves behind. docker: this state directory's
-session containers idle longer than docker.idle_timeout (default 30m) that run nothing beyond
-their init, session containers whose owner is gone whatever their idle time (an MCP server,
-killed before it could remove its sessions), warm-pool containers left by processes that are gone, and workspace volumes no
-container uses. singularity: instances idle longer than --idle with no helper attached and no
-background job (their workspaces stay), and cached SIF files nothing uses. vercel: this
-owner's tagged sandboxes that failed or stayed stopped longer than --idle (default 24h); their
-snapshots stay. A removed session
-starts fresh on its next command, which reports environment_recreated.`,
+configured, the first backend that collects) leaves behind. Every backend decides the same
+way: what its own state condemns (failed, ended, leftovers) goes; a session whose owner
+process (an MCP server) is gone goes whatever its idle time, one whose owner runs stays;
+otherwise a session goes once idle longer than --idle, else the backend's idle timeout
+(docker.idle_timeout, modal.idle_timeout, daytona.auto_stop, 1h on kubernetes; singularity
+and vercel have none and keep idle sessions without --idle), unless its last use is unknown
+or it is busy. Each backend's idle clock is listed in the config package's documentation.
+docker also removes warm-pool containers of processes that are gone and workspace volumes no
+container uses; singularity, cached SIF files nothing uses; daytona stops (hibernates) idle
+sandboxes, its files kept; vercel removes only stopped or failed sandboxes, snapshots kept.
+A failed removal is reported and the others go on. A removed session starts fresh on its
+next command, which reports environment_recreated.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := a.backendWith(cmd.Context(), "garbage collection", func(b sandbox.Backend) bool { _, ok := b.(sandbox.Collector); return ok })
@@ -44,6 +47,9 @@ starts fresh on its next command, which reports environment_recreated.`,
 				if rep.Kept == nil {
 					rep.Kept = []sandbox.GCItem{}
 				}
+				if rep.Failed == nil {
+					rep.Failed = []sandbox.GCItem{}
+				}
 				if jerr := json.NewEncoder(a.stdout).Encode(rep); jerr != nil {
 					return jerr
 				}
@@ -58,6 +64,9 @@ starts fresh on its next command, which reports environment_recreated.`,
 			}
 			for _, it := range rep.Kept {
 				fmt.Fprintf(a.stdout, "kept %s %s: %s\n", it.Kind, it.Name, it.Reason)
+			}
+			for _, it := range rep.Failed {
+				fmt.Fprintf(a.stdout, "failed to remove %s %s: %s\n", it.Kind, it.Name, it.Reason)
 			}
 			if len(rep.Removed) == 0 {
 				fmt.Fprintf(a.stdout, "%s: nothing to remove\n", b.Name())
