@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -109,8 +110,7 @@ type Backend struct {
 
 	spdyOnly atomic.Bool // exec over WebSocket was refused once: use SPDY
 
-	agentMu sync.Mutex
-	agent   *agentFile
+	helper agentbin.Loader
 
 	egressObs egress.Observer // receives the egress proxy's decisions (audit)
 }
@@ -158,6 +158,7 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 		cwd:      workdir,
 		spillDir: filepath.Join(state, "output"),
 	}
+	b.helper.CacheDir = state
 	if opts.IsExplicit("terminal.cwd") && strings.HasPrefix(opts.Cwd, "/") {
 		b.cwd = opts.Cwd
 	}

@@ -61,9 +61,9 @@ func Load(arch, cacheDir string) (*Binary, error) {
 		return b, nil
 	}
 	cacheFile := ""
+	disk := map[string]checksums{}
 	if cacheDir != "" {
 		cacheFile = filepath.Join(cacheDir, "helper-sums.json")
-		var disk map[string]checksums
 		if data, err := os.ReadFile(cacheFile); err == nil && json.Unmarshal(data, &disk) == nil {
 			if c, ok := disk[key]; ok && len(c.SHA256) == 64 {
 				sums.Store(key, c)
@@ -87,8 +87,12 @@ func Load(arch, cacheDir string) (*Binary, error) {
 	sums.Store(key, c)
 	b.SHA256, b.CRC = c.SHA256, c.CRC
 	if cacheFile != "" {
-		// Only the current binary is kept.
-		if data, err := json.Marshal(map[string]checksums{key: c}); err == nil && os.MkdirAll(cacheDir, 0o700) == nil {
+		// A few binaries (one per architecture, say) are kept; older ones go.
+		if len(disk) >= 4 {
+			clear(disk)
+		}
+		disk[key] = c
+		if data, err := json.Marshal(disk); err == nil && os.MkdirAll(cacheDir, 0o700) == nil {
 			tmp := cacheFile + ".tmp" + strconv.Itoa(os.Getpid())
 			if os.WriteFile(tmp, data, 0o600) == nil {
 				_ = os.Rename(tmp, cacheFile)
@@ -177,4 +181,31 @@ func (c *cksum) sum() uint32 {
 		crc = crc<<8 ^ cksumTable[byte(crc>>24)^byte(n)]
 	}
 	return ^crc
+}
+
+// Loader loads the helper once per architecture for a backend and keeps it; a failure is
+// tried again on the next call. The zero value is ready to use.
+type Loader struct {
+	CacheDir string // for Load's checksum cache; "" for memory only
+
+	mu   sync.Mutex
+	bins map[string]*Binary // guarded by mu
+}
+
+// Load returns the helper for arch, loading it on first use.
+func (l *Loader) Load(arch string) (*Binary, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.bins[arch]; b != nil {
+		return b, nil
+	}
+	b, err := Load(arch, l.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	if l.bins == nil {
+		l.bins = map[string]*Binary{}
+	}
+	l.bins[arch] = b
+	return b, nil
 }
