@@ -26,6 +26,7 @@ import (
 	modalsdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -75,8 +76,7 @@ type Backend struct {
 	fallbackReason string          // set once a session could not start the helper
 	closed         bool
 
-	agentMu sync.Mutex
-	agent   *agentFile
+	helper agentbin.Loader
 }
 
 // New builds the modal backend from its config section. It resolves credentials but
@@ -111,6 +111,7 @@ func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options)
 		recordDir: filepath.Join(state, "modal", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
 	}
+	b.helper.CacheDir = state
 	b.owner = host + "/" + scope.ID()
 	if opts.IsExplicit("terminal.cwd") && strings.HasPrefix(opts.Cwd, "/") {
 		b.cwd = opts.Cwd
