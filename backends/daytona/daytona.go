@@ -25,6 +25,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -81,10 +82,10 @@ type Backend struct {
 	recordDir string
 	spillDir  string
 
-	agentMu sync.Mutex
-	agents  map[string]*helperImage // by architecture
-	started map[string]string       // sandbox id → the shell line that started its helper
-	homes   map[string]string       // sandbox id → its user's home directory
+	helperBin agentbin.Loader
+	agentMu   sync.Mutex
+	started   map[string]string // sandbox id → the shell line that started its helper
+	homes     map[string]string // sandbox id → its user's home directory
 
 	mu       sync.Mutex
 	closed   bool
@@ -149,10 +150,10 @@ func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Option
 		owner:     owner,
 		recordDir: filepath.Join(state, "daytona", "sessions"),
 		spillDir:  filepath.Join(state, "output"),
-		agents:    map[string]*helperImage{},
 		started:   map[string]string{},
 		homes:     map[string]string{},
 	}
+	b.helperBin.CacheDir = state
 	return b, nil
 }
 

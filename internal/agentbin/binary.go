@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ func Locate(arch string) (*Binary, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Binary{Path: p, Args: args[:len(args)-1], Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	return &Binary{Path: p, Args: slices.Clip(args[:len(args)-1]), Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
 // sums caches content checksums in memory: path|size|mtime → sums.
