@@ -10,9 +10,9 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"time"
 
 	"github.com/pkg/sftp"
