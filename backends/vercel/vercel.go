@@ -22,11 +22,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -64,8 +64,7 @@ type Backend struct {
 	recordDir string
 	spillDir  string
 
-	agentMu sync.Mutex
-	agent   *agentUpload // the helper binary, read once
+	helperBin agentbin.Loader
 
 	closed atomic.Bool
 }
@@ -111,6 +110,7 @@ func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options
 		opts: opts, extra: extra, log: opts.Log().With("backend", Name), api: api, creds: creds, set: set,
 		shell: opts.Shell, scope: hex.EncodeToString(sum[:])[:8], owner: owner,
 		recordDir: filepath.Join(state, "vercel", "sessions"), spillDir: filepath.Join(state, "output"),
+		helperBin: agentbin.Loader{CacheDir: state},
 	}, nil
 }
 
