@@ -33,6 +33,9 @@ func Locate(arch string) (*Binary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p, err = filepath.Abs(p); err != nil {
+		return nil, err
+	}
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, err
