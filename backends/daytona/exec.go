@@ -216,7 +216,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	if res.ExitCode != 0 || len(lines) < 2 {
 		return "", &sandbox.Error{Backend: Name, Op: "probe", ID: sb.Name, Err: fmt.Errorf("unexpected answer %q (exit %d): %w", res.Result, res.ExitCode, sandbox.ErrUnavailable)}
 	}
-	arch := map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[strings.TrimSpace(lines[0])]
+	arch := agentbin.GoArch(strings.TrimSpace(lines[0]))
 	if arch == "" {
 		return "", &errFallback{reason: fmt.Sprintf("its machine is %q; the helper is built for x86_64 and aarch64 only", lines[0])}
 	}

@@ -90,17 +90,6 @@ func (h *host) remote(ctx context.Context) (*remoteInfo, error) {
 	return info, nil
 }
 
-// goArch maps uname -m to a Go architecture the helper is built for; "" when there is none.
-func goArch(machine string) string {
-	switch machine {
-	case "x86_64", "amd64":
-		return "amd64"
-	case "aarch64", "arm64", "armv8l":
-		return "arm64"
-	}
-	return ""
-}
-
 // skipSpaceCheck lets tests exercise a disk that fills up during the upload.
 var skipSpaceCheck bool
 
@@ -129,7 +118,7 @@ func (b *Backend) setupPlacement(ctx context.Context, h *host) (*placement, erro
 	if info.os != "Linux" {
 		return b.shellPlacement(h, fmt.Sprintf("the sandbox helper is built for Linux, and the remote system is %q", info.os)), nil
 	}
-	arch := goArch(info.arch)
+	arch := agentbin.GoArch(info.arch)
 	if arch == "" {
 		return b.shellPlacement(h, fmt.Sprintf("no sandbox helper is built for the remote architecture %q", info.arch)), nil
 	}

@@ -90,3 +90,11 @@ func TestStartErrorExplains(t *testing.T) {
 		}
 	}
 }
+
+func TestGoArch(t *testing.T) {
+	for in, want := range map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv8l": "arm64", "riscv64": "", "": ""} {
+		if got := GoArch(in); got != want {
+			t.Errorf("GoArch(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
