@@ -207,6 +207,8 @@ func (b *Backend) startHelper(ctx context.Context, sb *modalsdk.Sandbox) (*agent
 	})
 	var se *agentbin.StartError
 	switch {
+	case err == nil:
+		return client, nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.As(err, &se) && se.CannotRun():
@@ -215,7 +217,7 @@ func (b *Backend) startHelper(ctx context.Context, sb *modalsdk.Sandbox) (*agent
 	case se != nil:
 		return nil, fmt.Errorf("%w: %w", se, sandbox.ErrUnavailable)
 	}
-	return client, err
+	return nil, err
 }
 
 // sandboxTarget installs the helper through the SDK's filesystem API and Exec
