@@ -24,6 +24,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -80,10 +81,10 @@ type Backend struct {
 	records  sandbox.Records[record]
 	spillDir string
 
-	agentMu sync.Mutex
-	agents  map[string]*helperImage // by architecture
-	started map[string]string       // sandbox id → the shell line that started its helper
-	homes   map[string]string       // sandbox id → its user's home directory
+	helperBin agentbin.Loader
+	agentMu   sync.Mutex
+	started   map[string]string // sandbox id → the shell line that started its helper
+	homes     map[string]string // sandbox id → its user's home directory
 
 	mu       sync.Mutex
 	closed   bool
@@ -145,11 +146,11 @@ func NewWith(cfg config.DaytonaConfig, opts sandbox.FactoryOptions, extra Option
 		scope:     hex.EncodeToString(sum[:])[:10],
 		owner:     owner,
 		spillDir:  filepath.Join(state, "output"),
-		agents:    map[string]*helperImage{},
 		started:   map[string]string{},
 		homes:     map[string]string{},
 	}
 	b.records = sandbox.Records[record]{Dir: filepath.Join(state, "daytona", "sessions"), Legacy: legacyRecord, Logger: b.log}
+	b.helperBin.CacheDir = state
 	return b, nil
 }
 

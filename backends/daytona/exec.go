@@ -3,7 +3,6 @@ package daytona
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -180,38 +178,16 @@ func (b *Backend) isStarted(ctx context.Context, id string) bool {
 // passthrough returns the terminal.env_passthrough values of the caller's environment.
 func (b *Backend) passthrough() map[string]string { return b.opts.PassthroughMap() }
 
-// helperImage is the local helper binary for one architecture.
-type helperImage struct {
-	data []byte
-	args []string // before "serve"'s flags: ["serve"] or ["__agent", "serve"]
-	name string   // file name in the sandbox, carrying a hash of the content
-}
-
-// helperFor loads the helper binary for arch once.
-func (b *Backend) helperFor(arch string) (*helperImage, error) {
-	b.agentMu.Lock()
-	defer b.agentMu.Unlock()
-	if h := b.agents[arch]; h != nil {
-		return h, nil
-	}
-	var data []byte
-	args := []string{"serve"}
+// helperFor is the helper binary for arch: Extra.HelperBinary when set, else the built one.
+func (b *Backend) helperFor(arch string) (*agentbin.Binary, error) {
 	if b.extra.HelperBinary != nil {
-		data = b.extra.HelperBinary
-	} else {
-		p, a, err := agentbin.Path(arch)
-		if err != nil {
-			return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
-		}
-		if data, err = os.ReadFile(p); err != nil {
-			return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: err}
-		}
-		args = a
+		return agentbin.FromBytes(b.extra.HelperBinary, nil), nil
 	}
-	sum := sha256.Sum256(data)
-	h := &helperImage{data: data, args: args, name: "agent-" + hex.EncodeToString(sum[:])[:12]}
-	b.agents[arch] = h
-	return h, nil
+	bin, err := b.helperBin.Load(arch)
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "helper", Err: fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)}
+	}
+	return bin, nil
 }
 
 // helperDir is where the helper and its state live in the sandbox, under the home
@@ -232,7 +208,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	if res.ExitCode != 0 || len(lines) < 2 {
 		return "", &sandbox.Error{Backend: Name, Op: "probe", ID: sb.Name, Err: fmt.Errorf("unexpected answer %q (exit %d): %w", res.Result, res.ExitCode, sandbox.ErrUnavailable)}
 	}
-	arch := map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}[strings.TrimSpace(lines[0])]
+	arch := agentbin.GoArch(strings.TrimSpace(lines[0]))
 	if arch == "" {
 		return "", &errFallback{reason: fmt.Sprintf("its machine is %q; the helper is built for x86_64 and aarch64 only", lines[0])}
 	}
@@ -245,32 +221,24 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 		return "", &errFallback{reason: err.Error()}
 	}
 	dir := home + "/" + helperDir
-	path := dir + "/" + img.name
+	path := dir + "/" + img.Name()
 	present := false
 	for _, l := range lines[2:] {
-		present = present || strings.TrimSpace(l) == img.name
+		present = present || strings.TrimSpace(l) == img.Name()
 	}
 	if !present {
-		b.log.Info("installing the helper", "sandbox", sb.Name, "bytes", len(img.data))
-		// A unique temporary name: concurrent first uses of one sandbox (several processes)
-		// each upload their own copy and rename it into place, so none sees another's half.
-		var rnd [6]byte
-		rand.Read(rnd[:])
-		tmp := path + ".tmp-" + hex.EncodeToString(rnd[:])
-		if err := tb.upload(ctx, tmp, img.data); err != nil {
+		b.log.Info("installing the helper", "sandbox", sb.Name, "bytes", img.Size)
+		var ie *agentbin.InstallError
+		if err := agentbin.Install(ctx, toolboxTarget{tb}, img, path); errors.As(err, &ie) && ie.CannotRun() {
+			return "", &errFallback{reason: "installing it failed: " + err.Error()}
+		} else if ie != nil {
+			return "", &sandbox.Error{Backend: Name, Op: "install helper", ID: sb.Name, Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
+		} else if st := statusOf(err); st/100 == 4 && st != http.StatusUnauthorized && st != http.StatusRequestTimeout && st != http.StatusTooManyRequests {
 			// The toolbox refused the file (a read-only or full home, a size limit): the
 			// helper cannot be installed. No answer or a server error is only a failure.
-			if st := statusOf(err); st/100 == 4 && st != http.StatusUnauthorized && st != http.StatusRequestTimeout && st != http.StatusTooManyRequests {
-				return "", &errFallback{reason: "uploading it failed: " + err.Error()}
-			}
-			return "", b.apiErr("upload helper", sb.Name, err)
-		}
-		res, err := tb.execute(ctx, "sh -c "+shQuote("chmod 700 "+shQuote(tmp)+" && mv -f "+shQuote(tmp)+" "+shQuote(path)), "", 30*time.Second)
-		if err != nil {
+			return "", &errFallback{reason: "uploading it failed: " + err.Error()}
+		} else if err != nil {
 			return "", b.apiErr("install helper", sb.Name, err)
-		}
-		if res.ExitCode != 0 {
-			return "", &errFallback{reason: fmt.Sprintf("installing it failed: %s (exit %d)", strings.TrimSpace(res.Result), res.ExitCode)}
 		}
 	}
 	shell := b.opts.Shell
@@ -278,7 +246,7 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 		shell = "auto"
 	}
 	args := []string{shQuote(path)}
-	for _, a := range img.args {
+	for _, a := range append(img.Args, "serve") {
 		args = append(args, shQuote(a))
 	}
 	args = append(args, "--state", shQuote(dir+"/state"), "--cwd", `"$PWD"`, "--shell", shQuote(shell))
@@ -288,6 +256,27 @@ func (b *Backend) installHelper(ctx context.Context, tb toolbox, sb sandboxInfo)
 	// An interactive shell survives a failed exec: `exit` then ends the PTY, so the client
 	// learns at once that the helper did not start.
 	return "stty raw -echo -iexten -ixon -opost; exec " + strings.Join(args, " ") + " 2>>" + shQuote(dir+"/helper.log") + "; exit 127\n", nil
+}
+
+// toolboxTarget installs the helper through the toolbox's upload and execute
+// (agentbin.Target).
+type toolboxTarget struct{ tb toolbox }
+
+func (t toolboxTarget) Write(ctx context.Context, p string, r io.Reader, _ int64) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	return t.tb.upload(ctx, p, data)
+}
+
+func (t toolboxTarget) Run(ctx context.Context, script string, args ...string) (int, string, error) {
+	cmd := "sh -c " + shQuote(script) + " sh"
+	for _, a := range args {
+		cmd += " " + shQuote(a)
+	}
+	res, err := t.tb.execute(ctx, cmd, "", 60*time.Second)
+	return res.ExitCode, res.Result, err
 }
 
 // attach opens a PTY session in the sandbox, connects to it over the toolbox WebSocket and

@@ -371,7 +371,7 @@ func (b *Backend) specHash() string {
 	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
 		b.cfg.Image, b.networkSpec(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
 		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
-		b.cfg.Runtime, b.agent.hostPath+"@"+b.agent.stamp, b.agent.args)
+		b.cfg.Runtime, fmt.Sprintf("%s@%d-%d", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano()), b.agent.Args)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -413,7 +413,7 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 	for k, v := range b.extra.Labels {
 		labels[k] = v
 	}
-	entry := append([]string{agentInCtr}, b.agent.args...)
+	entry := append([]string{agentInCtr}, b.agent.Args...)
 	entry = append(entry, "idle")
 	c := &container.Config{
 		Image:      cfg.Image,
@@ -436,7 +436,7 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 			NanoCPUs:       int64(cfg.CPUQuota * 1e9),
 			DeviceRequests: gpus,
 		},
-		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: b.agent.hostPath, Target: agentInCtr, ReadOnly: true}},
+		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: b.agent.Path, Target: agentInCtr, ReadOnly: true}},
 	}
 	if b.network() != config.NetworkOpen {
 		// none, and allowlist too: its only way out is the relay to this process's proxy.

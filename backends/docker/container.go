@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -32,20 +30,12 @@ const (
 	rolePrep    = "prep"
 )
 
-// agentFiles is the helper binary on the engine's host and the arguments that come before
-// `serve` or `idle` (["__agent"] when hermes-sandbox serves as its own helper).
-type agentFiles struct {
-	hostPath string
-	args     []string
-	stamp    string // size and mtime, so a replaced binary means new containers
-}
-
 // prepare finds the helper binary for the engine's architecture. It runs once per backend
 // (a failure is retried next time).
 func (b *Backend) prepare(ctx context.Context) error {
 	b.prepMu.Lock()
 	defer b.prepMu.Unlock()
-	if b.agent.hostPath != "" {
+	if b.agent != nil {
 		return nil
 	}
 	arch := runtime.GOARCH
@@ -56,19 +46,11 @@ func (b *Backend) prepare(ctx context.Context) error {
 		}
 		arch = v.Arch
 	}
-	p, args, err := agentbin.Path(arch)
+	bin, err := agentbin.Locate(arch)
 	if err != nil {
 		return &sandbox.Error{Backend: Name, Op: "find helper", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
 	}
-	if p, err = filepath.Abs(p); err != nil {
-		return &sandbox.Error{Backend: Name, Op: "find helper", Err: err}
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return &sandbox.Error{Backend: Name, Op: "find helper", Err: err}
-	}
-	b.agent = agentFiles{hostPath: p, args: args[:len(args)-1],
-		stamp: fmt.Sprintf("%d-%d", fi.Size(), fi.ModTime().UnixNano())}
+	b.agent = bin
 	return nil
 }
 

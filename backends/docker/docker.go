@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -65,7 +66,7 @@ type Backend struct {
 	users   *userIDs // docker.user resolved in the image, once
 
 	prepMu sync.Mutex
-	agent  agentFiles // the helper binary, set once by prepare and never changed
+	agent  *agentbin.Binary // the helper binary, set once by prepare and never changed
 
 	poolOnce sync.Once
 	pool     *pool

@@ -241,7 +241,7 @@ func (b *Backend) helperArgs() []string {
 	if shell == "" {
 		shell = "auto"
 	}
-	args := append([]string{agentInCtr}, b.agent.args...)
+	args := append([]string{agentInCtr}, b.agent.Args...)
 	return append(args, "serve", "--state", helperState, "--cwd", workdir(b.cfg), "--shell", shell)
 }
 

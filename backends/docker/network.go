@@ -150,7 +150,7 @@ func (s *session) stopEgress() {
 }
 
 func (b *Backend) relayArgs(sock string) []string {
-	args := append([]string{agentInCtr}, b.agent.args...)
+	args := append([]string{agentInCtr}, b.agent.Args...)
 	args = append(args, "relay", "--listen", egress.RelayAddr)
 	if sock != "" {
 		args = append(args, "--unix", path.Join(egressSockInCtr, sock))

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/mux"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -197,8 +198,8 @@ func (s *session) stopEgressLocked() {
 
 // relayArgs runs the uploaded helper as the relay. There is no --unix: the proxy's host
 // socket is not reachable from a pod on another machine.
-func relayArgs(af *agentFile) []string {
-	argv := append([]string{af.remote}, af.args...)
+func relayArgs(bin *agentbin.Binary) []string {
+	argv := append([]string{remotePath(bin)}, bin.Args...)
 	return append(argv, "relay", "--listen", egress.RelayAddr)
 }
 

@@ -2,14 +2,10 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -29,9 +25,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
-
-// exitNoHelper is what the start script exits with when the helper is not uploaded yet.
-const exitNoHelper = 97
 
 // session is a channel session over the helper's long-lived exec, plus the pod it runs in.
 type session struct {
@@ -155,55 +148,33 @@ func (b *Backend) helperEnv() map[string]string {
 	return env
 }
 
-// agentFile is the helper binary on this machine and its path in the pod (named by size and
-// time, so a rebuilt helper is uploaded again).
-type agentFile struct {
-	host   string
-	args   []string // before "serve"
-	size   int64
-	remote string
-}
-
-func (b *Backend) agentBinary() (*agentFile, error) {
-	b.agentMu.Lock()
-	defer b.agentMu.Unlock()
-	if b.agent != nil {
-		return b.agent, nil
-	}
-	// The nodes' architecture: the one kubernetes.node_selector asks for, else this machine's.
+// agentBinary is the helper for the nodes' architecture: the one kubernetes.node_selector
+// asks for, else this machine's.
+func (b *Backend) agentBinary() (*agentbin.Binary, error) {
 	arch := b.cfg.NodeSelector["kubernetes.io/arch"]
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
-	p, args, err := agentbin.Path(arch)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if n := len(args); n > 0 && args[n-1] == "serve" {
-		args = args[:n-1]
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d", p, fi.Size(), fi.ModTime().UnixNano()))
-	b.agent = &agentFile{host: p, args: args, size: fi.Size(), remote: hermesDir + "/agent-" + hex.EncodeToString(sum[:])[:12]}
-	return b.agent, nil
+	return b.helper.Load(arch)
 }
+
+// remotePath is where the helper lives in a pod, named by its content.
+func remotePath(bin *agentbin.Binary) string { return hermesDir + "/" + bin.Name() }
 
 // sendHelper is what the start script prints when the pod has no helper yet: the client then
 // sends the helper's bytes on the same exec's stdin, so a new pod costs one exec, not three.
 const sendHelper = "HERMES-SANDBOX-SEND-HELPER\n"
 
 // startScript runs the helper ($0) with its arguments after making the session's starting
-// directory. Where the pod has no helper yet it asks for its size bytes on stdin (to a
-// temporary name of its own, so concurrent starts cannot mix), or exits 97 without `head`.
-func (b *Backend) startScript(size int64) string {
+// directory. Where the pod has no helper yet it asks for its bytes on stdin, to a temporary
+// name of its own (so concurrent starts cannot mix), and installs them only when their size
+// and checksum are the helper's (exit 95 otherwise); it exits 97 without `head`.
+func (b *Backend) startScript(bin *agentbin.Binary) string {
 	return "mkdir -p " + sandbox.ShellQuote(b.cwd) + " 2>/dev/null; " +
-		"if [ ! -x \"$0\" ]; then command -v head >/dev/null 2>&1 || exit 97; t=\"$0.part.$$\"; " +
+		"if [ ! -x \"$0\" ]; then command -v head >/dev/null 2>&1 || exit 97; t=\"${0%/*}/.up-$$\" f=$0; " +
 		"mkdir -p \"${0%/*}\" && printf '" + strings.TrimSuffix(sendHelper, "\n") + "\\n' && " +
-		fmt.Sprintf("head -c %d >\"$t\"", size) + " && chmod 755 \"$t\" && mv -f \"$t\" \"$0\" || { rm -f \"$t\"; exit 98; }; fi; " +
-		"exec \"$0\" \"$@\""
+		fmt.Sprintf("head -c %d >\"$t\"", bin.Size) + " || { rm -f \"$t\"; exit 98; }\n" +
+		agentbin.VerifyScript(bin) + "fi; exec \"$0\" \"$@\""
 }
 
 // executor returns an executor for one exec in the pod's container: WebSocket (v5) first,
@@ -239,71 +210,74 @@ func (b *Backend) startHelper(ctx context.Context, pod *corev1.Pod) (*agent.Clie
 	if err != nil {
 		return nil, err
 	}
-	af, err := b.agentBinary()
+	bin, err := b.agentBinary()
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox helper: %w (%w)", err, sandbox.ErrUnavailable)
 	}
-	argv := append([]string{"/bin/sh", "-c", b.startScript(af.size), af.remote}, af.args...)
+	argv := append([]string{"/bin/sh", "-c", b.startScript(bin), remotePath(bin)}, bin.Args...)
 	argv = append(argv, "serve", "--state", helperState, "--cwd", b.cwd, "--shell", b.shell)
-	for attempt := 0; ; attempt++ {
-		client, code, tail, err := b.attach(ctx, c, pod.Name, argv, af.host)
-		if err == nil {
-			if err := client.SeedEnv(ctx, b.helperEnv()); err != nil {
-				client.Close()
-				return nil, fmt.Errorf("pass environment to the helper: %w", err)
-			}
-			return client, nil
-		}
+	client, err := agentbin.Start(ctx, func(ctx context.Context) (*agent.Client, error) {
+		return b.attach(ctx, c, pod.Name, argv, bin)
+	}, func(ctx context.Context) error {
+		return agentbin.Install(ctx, &podTarget{b: b, c: c, pod: pod.Name}, bin, remotePath(bin))
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if code == exitNoHelper && attempt == 0 {
-			if err := b.upload(ctx, c, pod.Name, af); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		detail := err.Error()
-		if tail != "" {
-			detail += "; it printed: " + tail
-		}
-		if code == 126 || code == 127 {
-			detail += fmt.Sprintf(" (exit %d: the image needs /bin/sh, and %s must allow executing files)", code, hermesDir)
-		}
-		return nil, fmt.Errorf("start the sandbox helper in pod %s: %s: %w", pod.Name, detail, sandbox.ErrUnavailable)
+		return nil, fmt.Errorf("pod %s: %w (%w)", pod.Name, err, sandbox.ErrUnavailable)
 	}
+	if err := client.SeedEnv(ctx, b.helperEnv()); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("pass environment to the helper: %w", err)
+	}
+	return client, nil
 }
 
-// upload copies the helper into the pod's own emptyDir through one exec's stdin.
-func (b *Backend) upload(ctx context.Context, c *conn, pod string, af *agentFile) error {
-	f, err := os.Open(af.host)
-	if err != nil {
-		return fmt.Errorf("the sandbox helper: %w (%w)", err, sandbox.ErrUnavailable)
+// podTarget installs the helper in a pod through execs (agentbin.Target).
+type podTarget struct {
+	b   *Backend
+	c   *conn
+	pod string
+}
+
+func (t *podTarget) Write(ctx context.Context, p string, r io.Reader, _ int64) error {
+	code, out, err := t.exec(ctx, r, `mkdir -p "${1%/*}" && cat >"$1"`, p)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d", code)
 	}
-	defer f.Close()
-	start := time.Now()
-	dir, tmp := filepath.Dir(af.remote), af.remote+".part.$$"
-	script := "set -e; mkdir -p " + dir + "; cat >" + tmp + "; chmod 755 " + tmp + "; mv -f " + tmp + " " + af.remote
-	ex, err := b.executor(c, pod, []string{"/bin/sh", "-c", script}, true)
 	if err != nil {
-		return err
+		return fmt.Errorf("upload the sandbox helper to pod %s: %v %s", t.pod, err, out)
 	}
-	var stderr sandbox.TailWriter
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: f, Stdout: io.Discard, Stderr: &stderr})
-	if err != nil {
-		return fmt.Errorf("upload the sandbox helper to pod %s: %v %s: %w", pod, err, stderr.String(), sandbox.ErrUnavailable)
-	}
-	b.log.Debug("uploaded the helper", "pod", pod, "took", time.Since(start))
 	return nil
 }
 
+func (t *podTarget) Run(ctx context.Context, script string, args ...string) (int, string, error) {
+	return t.exec(ctx, nil, script, args...)
+}
+
+// exec runs script in the pod with stdin, and returns its exit status and what it printed.
+func (t *podTarget) exec(ctx context.Context, stdin io.Reader, script string, args ...string) (int, string, error) {
+	ex, err := t.b.executor(t.c, t.pod, append([]string{"/bin/sh", "-c", script, "sh"}, args...), stdin != nil)
+	if err != nil {
+		return -1, "", err
+	}
+	var out sandbox.TailWriter
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Stderr: &out})
+	var ee utilexec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitStatus(), out.String(), nil
+	}
+	return 0, out.String(), err
+}
+
 // attach runs argv as a long-lived exec and speaks the helper protocol over its stdio; when
-// the start script asks for the helper (sendHelper), the file helper goes first on stdin. When
-// the helper does not start, it returns the exec's exit code (or -1) and what it printed.
-func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string, helper string) (*agent.Client, int, string, error) {
+// the start script asks for the helper (sendHelper), its bytes go first on stdin. When the
+// helper does not start, the error is an *agentbin.StartError with the exec's exit status.
+func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string, helper *agentbin.Binary) (*agent.Client, error) {
 	ex, err := b.executor(c, pod, argv, true)
 	if err != nil {
-		return nil, -1, "", err
+		return nil, err
 	}
 	inR, inW := io.Pipe()
 	outR, pipeW := io.Pipe()
@@ -311,7 +285,7 @@ func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string
 		// Nothing else writes to stdin before the helper's greeting, which comes only after
 		// the script has read every byte of it.
 		go func() {
-			f, err := os.Open(helper)
+			f, err := helper.Open()
 			if err == nil {
 				_, err = io.Copy(inW, f)
 				f.Close()
@@ -361,9 +335,9 @@ func (b *Backend) attach(ctx context.Context, c *conn, pod string, argv []string
 		if streamErr != nil && code == -1 {
 			err = streamErr
 		}
-		return nil, code, tail.String(), err
+		return nil, &agentbin.StartError{Code: code, Output: tail.String(), Err: err}
 	}
-	return client, 0, "", nil
+	return client, nil
 }
 
 var (

@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -111,8 +112,7 @@ type Backend struct {
 
 	spdyOnly atomic.Bool // exec over WebSocket was refused once: use SPDY
 
-	agentMu sync.Mutex
-	agent   *agentFile
+	helper agentbin.Loader
 
 	egressObs egress.Observer // receives the egress proxy's decisions (audit)
 }
@@ -154,6 +154,7 @@ func NewWith(cfg config.KubernetesConfig, opts sandbox.FactoryOptions, extra Opt
 		spillDir: filepath.Join(scope.Dir(), "output"),
 	}
 	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(scope.Dir(), "kubernetes", "sessions"), Legacy: sandbox.BareID, Logger: b.log}
+	b.helper.CacheDir = scope.Dir()
 	if opts.Ephemeral {
 		b.process = sandbox.ProcessOwner()
 	}

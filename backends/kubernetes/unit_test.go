@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -156,15 +157,17 @@ func TestKubeconfigErrors(t *testing.T) {
 }
 
 // TestStartScript runs the start script with /bin/sh here: on a pod without the helper it
-// asks for it, stores exactly its size in bytes and runs it with the arguments; without head
-// it exits 97 (the backend then uploads with cat); with the helper present it just runs it.
+// asks for it, stores exactly its size in bytes and runs it with the arguments; a short or
+// damaged upload is refused (exit 95) and never installed; without head it exits 97 (the
+// backend then uploads with cat); with the helper present it just runs it.
 func TestStartScript(t *testing.T) {
 	b := offline(t, nil)
 	b.cwd = t.TempDir()
 	helper := []byte("#!/bin/sh\necho \"ran $*\"\n")
+	bin := agentbin.FromBytes(helper, nil)
 	target := filepath.Join(t.TempDir(), "sub", "agent-x")
 	run := func(path string, stdin []byte) (string, int) {
-		cmd := exec.Command("/bin/sh", "-c", b.startScript(int64(len(helper))), target, "serve", "--x")
+		cmd := exec.Command("/bin/sh", "-c", b.startScript(bin), target, "serve", "--x")
 		cmd.Env = []string{"PATH=" + path}
 		cmd.Stdin = bytes.NewReader(append(stdin, "protocol bytes after it"...))
 		out, err := cmd.Output()
@@ -177,8 +180,22 @@ func TestStartScript(t *testing.T) {
 		}
 		return string(out), 0
 	}
-	if out, code := run(t.TempDir(), nil); code != exitNoHelper || out != "" {
-		t.Errorf("without head: exit %d %q; want %d", code, out, exitNoHelper)
+	if out, code := run(t.TempDir(), nil); code != agentbin.ExitMissing || out != "" {
+		t.Errorf("without head: exit %d %q; want %d", code, out, agentbin.ExitMissing)
+	}
+	short := helper[:len(helper)-3]
+	cmd := exec.Command("/bin/sh", "-c", b.startScript(bin), target, "serve")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Stdin = bytes.NewReader(short) // the stream ends early
+	if err := cmd.Run(); cmd.ProcessState.ExitCode() != agentbin.ExitCorrupt {
+		t.Errorf("short upload: %v; want exit %d", err, agentbin.ExitCorrupt)
+	}
+	damaged := bytes.Replace(helper, []byte("ran"), []byte("RAN"), 1)
+	if out, code := run("/usr/bin:/bin", damaged); code != agentbin.ExitCorrupt || out != sendHelper {
+		t.Errorf("damaged upload: exit %d %q; want %d", code, out, agentbin.ExitCorrupt)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(target)); len(entries) != 0 {
+		t.Errorf("after refused uploads the helper directory holds %v; want nothing", entries)
 	}
 	if out, code := run("/usr/bin:/bin", helper); code != 0 || out != sendHelper+"ran serve --x\n" {
 		t.Errorf("first start: exit %d %q", code, out)
@@ -270,7 +287,7 @@ func TestNetworkModes(t *testing.T) {
 	if rep := shared.Egress(); !rep.AppliesShared || !strings.Contains(rep.Detail, "terminal.egress_allow") || !slices.Equal(rep.Allow, []string{"files.example.org"}) {
 		t.Errorf("allowlist from terminal.egress_allow: Egress() = %+v", rep)
 	}
-	if got := strings.Join(relayArgs(&agentFile{remote: "/h/agent"}), " "); got != "/h/agent relay --listen 127.0.0.1:3128" {
+	if got := strings.Join(relayArgs(agentbin.FromBytes(nil, nil)), " "); got != hermesDir+"/agent-e3b0c44298fc relay --listen 127.0.0.1:3128" {
 		t.Errorf("relayArgs = %q", got)
 	}
 	if w := strings.Join(open.Warnings(), "; "); !strings.Contains(w, "kubernetes.network_enabled is true") {

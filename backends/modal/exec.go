@@ -2,13 +2,9 @@ package modal
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -24,8 +20,6 @@ import (
 const (
 	hermesDir   = "/tmp/.hermes-sandbox"
 	helperState = hermesDir + "/state"
-	// exitNoHelper is what the start script exits with when the helper is not uploaded yet.
-	exitNoHelper = 97
 )
 
 // helperArch is the architecture of Modal's machines.
@@ -150,38 +144,18 @@ func (s *session) touch() {
 	}
 }
 
-// agentFile is the helper binary on this machine and its name in the sandbox (by size and
-// time, so a rebuilt helper is uploaded again).
-type agentFile struct {
-	host   string
-	args   []string // before "serve"
-	remote string
-}
-
-func (b *Backend) agentBinary() (*agentFile, error) {
-	b.agentMu.Lock()
-	defer b.agentMu.Unlock()
-	if b.agent != nil {
-		return b.agent, nil
-	}
+// agentBinary is the helper for the sandbox's architecture; without one, commands run one
+// Exec each.
+func (b *Backend) agentBinary() (*agentbin.Binary, error) {
 	arch := b.extra.HelperArch
 	if arch == "" {
 		arch = helperArch
 	}
-	p, args, err := agentbin.Path(arch)
+	bin, err := b.helper.Load(arch)
 	if err != nil {
 		return nil, &errFallback{reason: err.Error()}
 	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return nil, &errFallback{reason: err.Error()}
-	}
-	if n := len(args); n > 0 && args[n-1] == "serve" {
-		args = args[:n-1]
-	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d", p, fi.Size(), fi.ModTime().UnixNano()))
-	b.agent = &agentFile{host: p, args: args, remote: hermesDir + "/agent-" + hex.EncodeToString(sum[:])[:12]}
-	return b.agent, nil
+	return bin, nil
 }
 
 // startScript runs the helper ($0) with its arguments, after making the session's starting
@@ -193,13 +167,14 @@ func (b *Backend) startScript() string {
 // startHelper starts the helper in sb as one long-lived Exec, uploading it first if the sandbox
 // does not have it, and returns a client speaking to it over the Exec's stdin and stdout.
 func (b *Backend) startHelper(ctx context.Context, sb *modalsdk.Sandbox) (*agent.Client, error) {
-	af, err := b.agentBinary()
+	bin, err := b.agentBinary()
 	if err != nil {
 		return nil, err
 	}
-	argv := append([]string{"/bin/sh", "-c", b.startScript(), af.remote}, af.args...)
+	remote := hermesDir + "/" + bin.Name()
+	argv := append([]string{"/bin/sh", "-c", b.startScript(), remote}, bin.Args...)
 	argv = append(argv, "serve", "--state", helperState, "--cwd", b.cwd, "--shell", b.shell)
-	for attempt := 0; ; attempt++ {
+	client, err := agentbin.Start(ctx, func(ctx context.Context) (*agent.Client, error) {
 		cp, err := sb.Exec(ctx, argv, &modalsdk.SandboxExecParams{Env: b.passEnv})
 		if err != nil {
 			return nil, err
@@ -209,61 +184,81 @@ func (b *Backend) startHelper(ctx context.Context, sb *modalsdk.Sandbox) (*agent
 			return client, nil
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
 		code, werr := cp.Wait(wctx, nil)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		switch {
-		case werr != nil && gone(werr):
-			return nil, werr
-		case werr == nil && code == exitNoHelper && attempt == 0:
-			if err := b.upload(ctx, sb, af); err != nil {
-				return nil, err
+		if werr != nil {
+			if gone(werr) {
+				return nil, werr
 			}
-			continue
-		case werr == nil && (code == 126 || code == 127 || code == 98):
-			// No /bin/sh, an exec format error, or a read-only /tmp: the helper cannot run.
-			return nil, &errFallback{reason: fmt.Sprintf("its start exited %d: %s", code, tail())}
+			code = -1
 		}
-		detail := err.Error()
-		if t := tail(); t != "" {
-			detail += "; it printed: " + t
+		return nil, &agentbin.StartError{Code: code, Output: tail(), Err: err}
+	}, func(ctx context.Context) error {
+		start := time.Now()
+		if err := agentbin.Install(ctx, &sandboxTarget{b: b, sb: sb}, bin, remote); err != nil {
+			var ie *agentbin.InstallError
+			if errors.As(err, &ie) && ie.CannotRun() {
+				return &errFallback{reason: err.Error()}
+			}
+			return err
 		}
-		return nil, fmt.Errorf("start the sandbox helper: %s: %w", detail, sandbox.ErrUnavailable)
+		b.log.Debug("uploaded the helper", "sandbox_id", sb.SandboxID, "bytes", bin.Size, "took", time.Since(start))
+		return nil
+	})
+	var se *agentbin.StartError
+	switch {
+	case err == nil:
+		return client, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.As(err, &se) && se.CannotRun():
+		// No /bin/sh, an exec format error, or a read-only /tmp: the helper cannot run.
+		return nil, &errFallback{reason: se.Error()}
+	case se != nil:
+		return nil, fmt.Errorf("%w: %w", se, sandbox.ErrUnavailable)
 	}
+	return nil, err
 }
 
-// upload copies the helper into the sandbox through the SDK's filesystem API.
-func (b *Backend) upload(ctx context.Context, sb *modalsdk.Sandbox, af *agentFile) error {
-	data, err := os.ReadFile(af.host)
+// sandboxTarget installs the helper through the SDK's filesystem API and Exec
+// (agentbin.Target).
+type sandboxTarget struct {
+	b  *Backend
+	sb *modalsdk.Sandbox
+}
+
+func (t *sandboxTarget) Write(ctx context.Context, p string, r io.Reader, _ int64) error {
+	data, err := io.ReadAll(r)
 	if err != nil {
 		return &errFallback{reason: err.Error()}
 	}
-	start := time.Now()
-	// Written under a name of its own and renamed into place, so that several processes
-	// starting the same new session at once never write one file together, and no start
-	// script ever runs a half-written helper.
-	tmp := af.remote + ".up-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := sb.Filesystem.WriteBytes(ctx, data, tmp, nil); err != nil {
+	if err := t.sb.Filesystem.WriteBytes(ctx, data, p, nil); err != nil {
 		var perm modalsdk.SandboxFilesystemPermissionError
 		if errors.As(err, &perm) {
-			return &errFallback{reason: "cannot write " + tmp + ": " + err.Error()}
+			return &errFallback{reason: "cannot write " + p + ": " + err.Error()}
 		}
-		return b.mapErr("upload helper", sb.SandboxID, err)
+		return t.b.mapErr("upload helper", t.sb.SandboxID, err)
 	}
-	cp, err := sb.Exec(ctx, []string{"/bin/sh", "-c", `chmod 755 "$1" && mv -f "$1" "$2"`, "sh", tmp, af.remote}, nil)
-	if err != nil {
-		return b.mapErr("upload helper", sb.SandboxID, err)
-	}
-	if code, err := cp.Wait(ctx, nil); err != nil || code != 0 {
-		if err == nil {
-			err = fmt.Errorf("moving the helper into place exited %d", code)
-		}
-		return b.mapErr("upload helper", sb.SandboxID, err)
-	}
-	b.log.Debug("uploaded the helper", "sandbox_id", sb.SandboxID, "bytes", len(data), "took", time.Since(start))
 	return nil
+}
+
+func (t *sandboxTarget) Run(ctx context.Context, script string, args ...string) (int, string, error) {
+	cp, err := t.sb.Exec(ctx, append([]string{"/bin/sh", "-c", script, "sh"}, args...), nil)
+	if err != nil {
+		return -1, "", t.b.mapErr("upload helper", t.sb.SandboxID, err)
+	}
+	var out sandbox.TailWriter
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		io.Copy(&out, io.MultiReader(cp.Stdout, cp.Stderr))
+	}()
+	code, err := cp.Wait(ctx, nil)
+	<-done
+	if err != nil {
+		return -1, "", t.b.mapErr("upload helper", t.sb.SandboxID, err)
+	}
+	return code, out.String(), nil
 }
 
 // attach speaks the helper protocol over an Exec's stdio. Each stdin Write is one RPC, so

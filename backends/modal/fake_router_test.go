@@ -210,6 +210,11 @@ func (r *fakeRouter) TaskExecStart(ctx context.Context, req *pb.TaskExecStartReq
 			return nil, err
 		}
 	}
+	if toStderr == 0 {
+		// One descriptor for both, as the service gives: docker captures stdout and stderr
+		// through pipes of their own and interleaves what they carry in no fixed order.
+		args = append([]string{"/bin/sh", "-c", `exec "$@" 2>&1`, "sh"}, args...)
+	}
 	cli := r.f.docker
 	ex, err := cli.ExecCreate(ctx, sb.containerID(), client.ExecCreateOptions{Cmd: args, Env: env, WorkingDir: req.GetWorkdir(),
 		AttachStdin: true, AttachStdout: true, AttachStderr: true})

@@ -24,6 +24,7 @@ import (
 	modalsdk "github.com/modal-labs/modal-client/go"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -73,8 +74,7 @@ type Backend struct {
 	fallbackReason string          // set once a session could not start the helper
 	closed         bool
 
-	agentMu sync.Mutex
-	agent   *agentFile
+	helper agentbin.Loader
 }
 
 // New builds the modal backend from its config section. It resolves credentials but
@@ -104,6 +104,7 @@ func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options)
 		spillDir: filepath.Join(state, "output"),
 	}
 	b.records = sandbox.Records[record]{Dir: filepath.Join(state, "modal", "sessions"), Ext: ".json", Logger: b.log}
+	b.helper.CacheDir = state
 	b.creds, b.credsErr = ResolveCredentials(cfg, opts)
 	return b, nil
 }

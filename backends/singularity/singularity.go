@@ -231,14 +231,11 @@ func (b *Backend) runWith(ctx context.Context, exe string, args ...string) ([]by
 // helper finds the static helper binary for this host's architecture and the arguments that
 // come before `serve`.
 func helper() (string, []string, error) {
-	p, args, err := agentbin.Path(agentbin.HostArch())
+	bin, err := agentbin.Locate(agentbin.HostArch())
 	if err != nil {
 		return "", nil, sandbox.WithKind(sandbox.ErrUnavailable, err)
 	}
-	if n := len(args); n > 0 && args[n-1] == "serve" {
-		args = args[:n-1]
-	}
-	return p, args, nil
+	return bin.Path, bin.Args, nil
 }
 
 // Check tells quickly whether singularity sessions can run here: the runtime exists and

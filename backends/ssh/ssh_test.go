@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
@@ -594,7 +595,7 @@ func TestUploadDiskFull(t *testing.T) {
 				t.Errorf("Diagnose() = %q", Diagnose(err))
 			}
 			filepath.Walk(cache, func(p string, fi os.FileInfo, err error) error {
-				if err == nil && !fi.IsDir() && strings.Contains(fi.Name(), "sandbox-agent") {
+				if err == nil && !fi.IsDir() && (strings.Contains(fi.Name(), "sandbox-agent") || strings.HasPrefix(fi.Name(), ".up-")) {
 					t.Errorf("partial file left behind: %s (%d bytes)", p, fi.Size())
 				}
 				return nil
@@ -628,10 +629,10 @@ func TestTimeoutLeavesNothingRunning(t *testing.T) {
 
 func TestNoHelperForArchitectureFallsBack(t *testing.T) {
 	d := newTestSSHD(t)
-	lookupHelper = func(arch, _ string) (*helperImage, error) {
+	lookupHelper = func(arch, _ string) (*agentbin.Binary, error) {
 		return nil, fmt.Errorf("no sandbox helper is built for %s", arch)
 	}
-	defer func() { lookupHelper = localHelper }()
+	defer func() { lookupHelper = agentbin.Load }()
 	var progress syncBuffer
 	b := d.backendWith(t, d.config(), &progress, Options{})
 	sess, err := b.Open(testCtx(t, 30*time.Second), "nohelper")

@@ -4,18 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -93,87 +90,12 @@ func (h *host) remote(ctx context.Context) (*remoteInfo, error) {
 	return info, nil
 }
 
-// goArch maps uname -m to a Go architecture the helper is built for; "" when there is none.
-func goArch(machine string) string {
-	switch machine {
-	case "x86_64", "amd64":
-		return "amd64"
-	case "aarch64", "arm64", "armv8l":
-		return "arm64"
-	}
-	return ""
-}
-
-// helperImage is a local static helper binary to install remotely.
-type helperImage struct {
-	path string
-	args []string // before --state: "serve", or "__agent serve"
-	sha  string
-	size int64
-}
-
 // skipSpaceCheck lets tests exercise a disk that fills up during the upload.
 var skipSpaceCheck bool
 
-var shaCache sync.Map // path|size|mtime → hex sha256
-
-// lookupHelper finds the local helper for an architecture; tests replace it to simulate a
-// host no helper is built for.
-var lookupHelper = localHelper
-
-// localHelper finds the helper for arch and its SHA-256 (cached in memory and in stateDir,
-// since hashing a 30 MB binary on every CLI run would cost tens of milliseconds).
-func localHelper(arch, stateDir string) (*helperImage, error) {
-	p, args, err := agentbin.Path(arch)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	key := fmt.Sprintf("%s|%d|%d", p, fi.Size(), fi.ModTime().UnixNano())
-	img := &helperImage{path: p, args: args, size: fi.Size()}
-	if v, ok := shaCache.Load(key); ok {
-		img.sha = v.(string)
-		return img, nil
-	}
-	cacheFile := ""
-	disk := map[string]string{}
-	if stateDir != "" {
-		cacheFile = filepath.Join(stateDir, "ssh", "helper-sha256.json")
-		if b, err := os.ReadFile(cacheFile); err == nil {
-			_ = json.Unmarshal(b, &disk)
-		}
-		if s, ok := disk[key]; ok && len(s) == 64 {
-			shaCache.Store(key, s)
-			img.sha = s
-			return img, nil
-		}
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	hh := sha256.New()
-	if _, err := io.Copy(hh, f); err != nil {
-		return nil, err
-	}
-	img.sha = hex.EncodeToString(hh.Sum(nil))
-	shaCache.Store(key, img.sha)
-	if cacheFile != "" {
-		disk = map[string]string{key: img.sha} // keep only the current binary
-		if b, err := json.Marshal(disk); err == nil {
-			_ = os.MkdirAll(filepath.Dir(cacheFile), 0o700)
-			tmp := cacheFile + ".tmp" + strconv.Itoa(os.Getpid())
-			if os.WriteFile(tmp, b, 0o600) == nil {
-				_ = os.Rename(tmp, cacheFile)
-			}
-		}
-	}
-	return img, nil
-}
+// lookupHelper finds the local helper for an architecture, with its SHA-256 cached in
+// stateDir; tests replace it to simulate a host no helper is built for.
+var lookupHelper = agentbin.Load
 
 // guessPlacement is where the helper for this machine's architecture would be if an earlier
 // run installed it; starting it there costs nothing extra when the guess is right.
@@ -182,7 +104,7 @@ func guessPlacement(stateDir string) *placement {
 	if err != nil {
 		return nil
 	}
-	return &placement{pathExpr: `"$HOME"/` + remoteAgentDir + "/" + img.sha + "/sandbox-agent", args: img.args, guessed: true}
+	return &placement{pathExpr: `"$HOME"/` + remoteAgentDir + "/" + img.SHA256 + "/sandbox-agent", args: serveArgs(img), guessed: true}
 }
 
 // setupPlacement probes the host, installs the helper where it can be executed, and returns
@@ -196,7 +118,7 @@ func (b *Backend) setupPlacement(ctx context.Context, h *host) (*placement, erro
 	if info.os != "Linux" {
 		return b.shellPlacement(h, fmt.Sprintf("the sandbox helper is built for Linux, and the remote system is %q", info.os)), nil
 	}
-	arch := goArch(info.arch)
+	arch := agentbin.GoArch(info.arch)
 	if arch == "" {
 		return b.shellPlacement(h, fmt.Sprintf("no sandbox helper is built for the remote architecture %q", info.arch)), nil
 	}
@@ -207,14 +129,14 @@ func (b *Backend) setupPlacement(ctx context.Context, h *host) (*placement, erro
 	// The home cache first; where home is mounted noexec, a private directory under
 	// $XDG_RUNTIME_DIR or /tmp.
 	type candidate struct{ root, dir string }
-	cands := []candidate{{"", path.Join(info.home, remoteAgentDir, img.sha)}}
+	cands := []candidate{{"", path.Join(info.home, remoteAgentDir, img.SHA256)}}
 	if path.IsAbs(info.runtimeDir) {
 		root := path.Join(info.runtimeDir, "hermes-sandbox")
-		cands = append(cands, candidate{root, path.Join(root, "agent", img.sha)})
+		cands = append(cands, candidate{root, path.Join(root, "agent", img.SHA256)})
 	}
 	if info.uid != "" {
 		root := path.Join("/tmp", "hermes-sandbox-"+info.uid)
-		cands = append(cands, candidate{root, path.Join(root, "agent", img.sha)})
+		cands = append(cands, candidate{root, path.Join(root, "agent", img.SHA256)})
 	}
 	var notes []string
 	for i, c := range cands {
@@ -228,12 +150,12 @@ func (b *Backend) setupPlacement(ctx context.Context, h *host) (*placement, erro
 		if err != nil {
 			return nil, err
 		}
-		ok, why := canExec(ctx, h, p, img.args)
+		ok, why := canExec(ctx, h, p, img.Args)
 		if ok {
 			if i > 0 {
 				b.progressf("ssh: %s: the helper cannot run from %s (%s); using %s\n", h.s.target.String(), cands[0].dir, strings.Join(notes, "; "), c.dir)
 			}
-			return &placement{pathExpr: shq(p), args: img.args}, nil
+			return &placement{pathExpr: shq(p), args: serveArgs(img)}, nil
 		}
 		notes = append(notes, fmt.Sprintf("%s: %s", c.dir, why))
 	}
@@ -276,81 +198,98 @@ func privateRoot(ctx context.Context, h *host, root, uid string) error {
 	return nil
 }
 
+// serveArgs is what comes between the helper's path and its flags.
+func serveArgs(img *agentbin.Binary) []string { return append(slices.Clip(img.Args), "serve") }
+
 // upload installs img as dir/sandbox-agent unless a file of that size is there already (the
-// directory is named by the SHA-256, and files only ever appear there by rename). The bytes
-// go to a temporary name, are checked against the SHA-256 remotely when sha256sum exists, and
-// are renamed into place; on any failure the temporary file is removed.
-func (b *Backend) upload(ctx context.Context, h *host, dir string, img *helperImage) (string, error) {
+// directory is named by the SHA-256, and files only ever appear there by rename), over SFTP
+// or, without it, through `cat` on an exec channel; agentbin.Install checks the bytes by size
+// and SHA-256 remotely before the rename, and removes them on any failure.
+func (b *Backend) upload(ctx context.Context, h *host, dir string, img *agentbin.Binary) (string, error) {
 	final := path.Join(dir, "sandbox-agent")
+	t := &hostTarget{h: h}
 	cl, err := h.sftp(ctx)
-	if errors.Is(err, ErrNoSFTP) {
-		return b.uploadExec(ctx, h, dir, img)
-	}
-	if err != nil {
+	var free int64 = -1
+	switch {
+	case errors.Is(err, ErrNoSFTP):
+		out, _, code, err := h.run(ctx, "echo "+probeMarker+"; wc -c < "+shq(final)+" 2>/dev/null", nil)
+		if _, got, _ := bytes.Cut(out, []byte(probeMarker+"\n")); err == nil && code == 0 && strings.TrimSpace(string(got)) == strconv.FormatInt(img.Size, 10) {
+			return final, nil
+		}
+	case err != nil:
 		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err}
-	}
-	if fi, err := cl.Stat(final); err == nil && fi.Size() == img.size {
-		return final, nil
-	}
-	uerr := func(err error) error {
-		e := &UploadError{Host: h.s.target.String(), Path: final, Err: err, Need: img.size}
-		if vfs, verr := cl.StatVFS(dir); verr == nil {
-			free := int64(vfs.Frsize) * int64(vfs.Bavail)
-			if free < img.size+(64<<10) {
-				e.DiskFull, e.Free = true, free
-			}
+	default:
+		t.cl = cl
+		if fi, err := cl.Stat(final); err == nil && fi.Size() == img.Size {
+			return final, nil
 		}
-		return e
-	}
-	if err := mkdirPrivate(cl, dir); err != nil {
-		return "", uerr(err)
-	}
-	if vfs, err := cl.StatVFS(dir); err == nil && !skipSpaceCheck {
-		if free := int64(vfs.Frsize) * int64(vfs.Bavail); free < img.size+(64<<10) {
-			return "", &UploadError{Host: h.s.target.String(), Path: final, DiskFull: true, Free: free, Need: img.size, Err: errors.New("no space left")}
+		if err := mkdirPrivate(cl, dir); err != nil {
+			return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err, Need: img.Size}
 		}
+		if vfs, err := cl.StatVFS(dir); err == nil && !skipSpaceCheck {
+			free = int64(vfs.Frsize) * int64(vfs.Bavail)
+		}
+	}
+	if free >= 0 && free < img.Size+(64<<10) {
+		return "", &UploadError{Host: h.s.target.String(), Path: final, DiskFull: true, Free: free, Need: img.Size, Err: errors.New("no space left")}
 	}
 	start := time.Now()
-	b.progressf("ssh: installing the sandbox helper on %s (%s) in %s …\n", h.s.target.String(), human(img.size), dir)
-	tmp := path.Join(dir, ".sandbox-agent.tmp-"+randomHex(6))
-	src, err := os.Open(img.path)
-	if err != nil {
-		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err}
+	how := ""
+	if t.cl == nil {
+		how = " over an exec channel (no SFTP)"
 	}
-	defer src.Close()
-	f, err := cl.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if err != nil {
-		return "", uerr(err)
-	}
-	sum := sha256.New()
-	_, err = f.ReadFromWithConcurrency(&ctxReader{ctx: ctx, r: io.TeeReader(src, sum)}, 64)
-	if err == nil {
-		err = f.Chmod(0o700)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && hex.EncodeToString(sum.Sum(nil)) != img.sha {
-		err = fmt.Errorf("local helper %s changed while uploading; retry", img.path)
-	}
-	if err == nil {
-		err = verifyRemote(ctx, h, tmp, img.sha)
-	}
-	if err == nil {
-		if _, ok := cl.HasExtension("posix-rename@openssh.com"); ok {
-			err = cl.PosixRename(tmp, final)
-		} else if err = cl.Rename(tmp, final); err != nil {
-			if fi, serr := cl.Stat(final); serr == nil && fi.Size() == img.size {
-				err = nil // another process won the race
+	b.progressf("ssh: installing the sandbox helper on %s (%s) in %s%s …\n", h.s.target.String(), human(img.Size), dir, how)
+	if err := agentbin.Install(ctx, t, img, final); err != nil {
+		e := &UploadError{Host: h.s.target.String(), Path: final, Err: err, Need: img.Size, DiskFull: t.full}
+		if t.cl != nil {
+			if vfs, verr := t.cl.StatVFS(dir); verr == nil {
+				e.Free = int64(vfs.Frsize) * int64(vfs.Bavail)
+				e.DiskFull = e.Free < img.Size+(64<<10)
 			}
 		}
-	}
-	if err != nil {
-		cl.Remove(tmp)
-		return "", uerr(err)
+		return "", e
 	}
 	b.progressf("ssh: helper installed in %.1f s\n", time.Since(start).Seconds())
 	return final, nil
+}
+
+// hostTarget installs the helper over SFTP when cl is set, else through exec channels
+// (agentbin.Target).
+type hostTarget struct {
+	h    *host
+	cl   *sftp.Client
+	full bool // the remote shell said the disk is full
+}
+
+func (t *hostTarget) Write(ctx context.Context, p string, r io.Reader, size int64) error {
+	r = &ctxReader{ctx: ctx, r: r}
+	if t.cl == nil {
+		_, errOut, code, err := t.h.run(ctx, "umask 077 && mkdir -p "+shq(path.Dir(p))+" && cat > "+shq(p), r)
+		if err == nil && code != 0 {
+			t.full = bytes.Contains(errOut, []byte("No space left"))
+			err = fmt.Errorf("exit %d: %s", code, oneLine(errOut, 300))
+		}
+		return err
+	}
+	f, err := t.cl.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return err
+	}
+	_, err = f.ReadFromWithConcurrency(r, 64)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Run runs script with sh, whatever the remote user's login shell.
+func (t *hostTarget) Run(ctx context.Context, script string, args ...string) (int, string, error) {
+	words := []string{"sh", "-c", shq(script), "sh"}
+	for _, a := range args {
+		words = append(words, shq(a))
+	}
+	out, errOut, code, err := t.h.run(ctx, strings.Join(words, " "), nil)
+	return code, string(out) + string(errOut), err
 }
 
 // privateRootShell is privateRoot for a host without SFTP, in one shell command.
@@ -364,74 +303,6 @@ func privateRootShell(ctx context.Context, h *host, root, uid string) error {
 	}
 	if code != 0 {
 		return fmt.Errorf("%s is not a directory owned by uid %s %s", root, uid, oneLine(errOut, 200))
-	}
-	return nil
-}
-
-// uploadExec is upload for a host without SFTP: the bytes go through `cat` on an exec
-// channel into a temporary file, are checked by size and (where sha256sum exists) by SHA-256,
-// and are renamed into place.
-func (b *Backend) uploadExec(ctx context.Context, h *host, dir string, img *helperImage) (string, error) {
-	final := path.Join(dir, "sandbox-agent")
-	size := strconv.FormatInt(img.size, 10)
-	if out, _, code, err := h.run(ctx, "echo "+probeMarker+"; wc -c < "+shq(final)+" 2>/dev/null", nil); err == nil && code == 0 {
-		_, got, _ := bytes.Cut(out, []byte(probeMarker+"\n"))
-		if strings.TrimSpace(string(got)) == size {
-			return final, nil
-		}
-	}
-	start := time.Now()
-	b.progressf("ssh: installing the sandbox helper on %s (%s) in %s over an exec channel (no SFTP) …\n", h.s.target.String(), human(img.size), dir)
-	src, err := os.Open(img.path)
-	if err != nil {
-		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err}
-	}
-	defer src.Close()
-	tmp := path.Join(dir, ".sandbox-agent.tmp-"+randomHex(6))
-	sum := sha256.New()
-	script := "umask 077 && mkdir -p " + shq(dir) + " && cat > " + shq(tmp) + " && [ \"$(wc -c < " + shq(tmp) + ")\" = " + size +
-		" ] && chmod 700 " + shq(tmp)
-	_, errOut, code, err := h.run(ctx, script, &ctxReader{ctx: ctx, r: io.TeeReader(src, sum)})
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exit %d: %s", code, oneLine(errOut, 300))
-		if bytes.Contains(errOut, []byte("No space left")) {
-			h.run(ctx, "rm -f "+shq(tmp), nil)
-			return "", &UploadError{Host: h.s.target.String(), Path: final, DiskFull: true, Need: img.size, Err: err}
-		}
-	}
-	if err == nil && hex.EncodeToString(sum.Sum(nil)) != img.sha {
-		err = fmt.Errorf("local helper %s changed while uploading; retry", img.path)
-	}
-	if err == nil {
-		err = verifyRemote(ctx, h, tmp, img.sha)
-	}
-	if err == nil {
-		_, errOut, code, err = h.run(ctx, "mv -f "+shq(tmp)+" "+shq(final), nil)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("rename: exit %d: %s", code, oneLine(errOut, 300))
-		}
-	}
-	if err != nil {
-		h.run(context.WithoutCancel(ctx), "rm -f "+shq(tmp), nil)
-		return "", &UploadError{Host: h.s.target.String(), Path: final, Err: err, Need: img.size}
-	}
-	b.progressf("ssh: helper installed in %.1f s\n", time.Since(start).Seconds())
-	return final, nil
-}
-
-// verifyRemote checks the uploaded file's SHA-256 with the remote sha256sum, when present.
-func verifyRemote(ctx context.Context, h *host, p, want string) error {
-	out, _, code, err := h.run(ctx, "echo "+probeMarker+"; sha256sum "+shq(p), nil)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return nil // no sha256sum there: the local hash of what was sent stands
-	}
-	_, out, _ = bytes.Cut(out, []byte(probeMarker+"\n")) // skip what rc files printed
-	got, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	if got != want {
-		return fmt.Errorf("uploaded helper has SHA-256 %s, want %s (corrupted in transit?)", got, want)
 	}
 	return nil
 }
@@ -451,10 +322,10 @@ func mkdirPrivate(cl *sftp.Client, dir string) error {
 }
 
 // canExec runs the installed helper with a bad argument: a helper that runs prints its usage
-// and exits 2; a noexec file system gives 126.
+// and exits 2; a noexec file system gives 126. args come before "serve".
 func canExec(ctx context.Context, h *host, p string, args []string) (bool, string) {
 	words := []string{shq(p)}
-	for _, a := range args[:len(args)-1] {
+	for _, a := range args {
 		words = append(words, shq(a))
 	}
 	words = append(words, "hermes-probe")

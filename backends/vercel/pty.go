@@ -15,10 +15,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -50,32 +47,39 @@ type ptyControl struct {
 // helperScript starts the helper on the terminal in raw mode; its own diagnostics go to a
 // log file in the state directory, never into the channel. $0 is the helper, $1 the state
 // directory, $2 the working directory of a fresh session, $3 the shell, $4 the subcommand
-// that precedes "serve" when the binary is hermes-sandbox itself (__agent) or empty.
-const helperScript = `[ -x "$0" ] || exit 98
-mkdir -p "$1" || exit 97
+// that precedes "serve" when the binary is hermes-sandbox itself (__agent) or empty. It exits
+// with agentbin's start statuses.
+const helperScript = `[ -x "$0" ] || exit 97
+mkdir -p "$1" || exit 98
 stty raw -echo 2>/dev/null || exit 96
 exec "$0" $4 serve --state "$1" --cwd "$2" --shell "$3" 2>>"$1/helper.log"`
 
 // agentUpload is the helper binary, packed once per directory for fs/write.
 type agentUpload struct {
-	sum  string // first 12 hex digits of its sha256
-	data []byte
-	args []string // how the binary starts its server (before "serve")
+	bin *agentbin.Binary
 
 	packMu sync.Mutex
 	tgz    map[string][]byte // guarded by packMu; sandbox working directory → gzipped tar
 }
 
+// sum is the first 12 hex digits of the helper's SHA-256, in its name in the sandbox.
+func (up *agentUpload) sum() string { return up.bin.SHA256[:12] }
+
 // packed is the helper as a gzipped tar whose one entry is its path under cwd relative to
-// "/", made once per process and directory.
+// "/", made once per process and directory. The gzip stream's CRC-32 and length make the
+// service refuse a damaged upload.
 func (up *agentUpload) packed(cwd string) ([]byte, error) {
 	up.packMu.Lock()
 	defer up.packMu.Unlock()
 	if t, ok := up.tgz[cwd]; ok {
 		return t, nil
 	}
-	_, bin, _ := helperPaths(cwd, up.sum)
-	t, err := tarGz(map[string][]byte{strings.TrimPrefix(bin, "/"): up.data}, 0o755)
+	data, err := up.bin.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	_, bin, _ := helperPaths(cwd, up.sum())
+	t, err := tarGz(map[string][]byte{strings.TrimPrefix(bin, "/"): data}, 0o755)
 	if err != nil {
 		return nil, err
 	}
@@ -86,37 +90,16 @@ func (up *agentUpload) packed(cwd string) ([]byte, error) {
 	return t, nil
 }
 
-// agents caches the helper per binary path for the life of the process.
-var agents sync.Map // path → *agentUpload
+// agents caches the packed helper per content for the life of the process.
+var agents sync.Map // SHA-256 → *agentUpload
 
 func (b *Backend) helperBinary() (*agentUpload, error) {
-	b.agentMu.Lock()
-	defer b.agentMu.Unlock()
-	if b.agent != nil {
-		return b.agent, nil
-	}
-	// Vercel sandboxes are x86_64 microVMs.
-	p, args, err := agentbin.Path("amd64")
+	bin, err := b.helperBin.Load("amd64") // Vercel sandboxes are x86_64 microVMs.
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	key := fmt.Sprintf("%s\x00%d\x00%d", p, fi.Size(), fi.ModTime().UnixNano())
-	if up, ok := agents.Load(key); ok {
-		b.agent = up.(*agentUpload)
-		return b.agent, nil
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(data)
-	up, _ := agents.LoadOrStore(key, &agentUpload{sum: hex.EncodeToString(sum[:])[:12], data: data, args: args})
-	b.agent = up.(*agentUpload)
-	return b.agent, nil
+	up, _ := agents.LoadOrStore(bin.SHA256, &agentUpload{bin: bin})
+	return up.(*agentUpload), nil
 }
 
 // helperPaths are where the helper and its state live in a sandbox.
@@ -169,7 +152,7 @@ func (b *Backend) uploadHelper(ctx context.Context, vm *VMSession, up *agentUplo
 
 // dialHelper opens the PTY and starts the helper on it.
 func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload) (*agent.Client, error) {
-	_, bin, state := helperPaths(vm.Cwd, up.sum)
+	_, bin, state := helperPaths(vm.Cwd, up.sum())
 	shell := b.shell
 	if shell == "" {
 		shell = "auto"
@@ -179,8 +162,8 @@ func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload
 		cwd = "/vercel/sandbox"
 	}
 	sub := ""
-	if len(up.args) > 1 { // the binary is hermes-sandbox itself: `hermes-sandbox __agent serve`
-		sub = up.args[0]
+	if len(up.bin.Args) > 0 { // the binary is hermes-sandbox itself: `hermes-sandbox __agent serve`
+		sub = up.bin.Args[0]
 	}
 	pc, err := b.openPTY(ctx, vm.ID, ptyStart{Type: "start", Command: "/bin/sh", Cwd: cwd, Env: b.passEnv(),
 		Args: []string{"-c", helperScript, bin, state, cwd, shell, sub}, Cols: 200, Rows: 50})
@@ -191,26 +174,11 @@ func (b *Backend) dialHelper(ctx context.Context, vm *VMSession, up *agentUpload
 	if err != nil {
 		pc.Close()
 		if code, ok := pc.exitCode(); ok {
-			return nil, fmt.Errorf("the helper exited with status %d before it started (%s): %w", code, helperExit(code), err)
+			return nil, fmt.Errorf("the helper exited with status %d before it started (%s): %w", code, agentbin.Explain(code), err)
 		}
 		return nil, err
 	}
 	return client, nil
-}
-
-// helperExit explains helperScript's exit statuses.
-func helperExit(code int) string {
-	switch code {
-	case 98:
-		return "it is not in the sandbox"
-	case 97:
-		return "its state directory could not be made"
-	case 96:
-		return "stty could not put the terminal in raw mode"
-	case 126, 127:
-		return "the binary could not be run"
-	}
-	return "see helper.log in the sandbox's .hermes/state"
 }
 
 // passEnv is terminal.env_passthrough, given to the helper once, as "KEY=VALUE" strings.

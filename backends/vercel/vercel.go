@@ -20,11 +20,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/channel"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -62,8 +62,7 @@ type Backend struct {
 	records  sandbox.Records[record]
 	spillDir string
 
-	agentMu sync.Mutex
-	agent   *agentUpload // the helper binary, read once
+	helperBin agentbin.Loader
 
 	closed atomic.Bool
 }
@@ -103,8 +102,9 @@ func NewWith(cfg config.VercelConfig, opts sandbox.FactoryOptions, extra Options
 	return &Backend{
 		opts: opts, extra: extra, log: log, api: api, creds: creds, set: set,
 		shell: opts.Shell, scope: hex.EncodeToString(sum[:])[:8], owner: owner,
-		records:  sandbox.Records[record]{Dir: filepath.Join(state, "vercel", "sessions"), Ext: ".json", Logger: log},
-		spillDir: filepath.Join(state, "output"),
+		records:   sandbox.Records[record]{Dir: filepath.Join(state, "vercel", "sessions"), Ext: ".json", Logger: log},
+		spillDir:  filepath.Join(state, "output"),
+		helperBin: agentbin.Loader{CacheDir: state},
 	}, nil
 }
 

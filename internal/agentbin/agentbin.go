@@ -95,3 +95,15 @@ func checkStatic(p, arch string) error {
 
 // HostArch is the architecture of this process, the usual target for local containers.
 func HostArch() string { return runtime.GOARCH }
+
+// GoArch maps what `uname -m` prints to the architecture the helper is built for; "" when
+// there is none.
+func GoArch(machine string) string {
+	switch machine {
+	case "x86_64", "amd64":
+		return "amd64"
+	case "aarch64", "arm64", "armv8l":
+		return "arm64"
+	}
+	return ""
+}
