@@ -41,7 +41,8 @@ func (b *Backend) Warnings() []string {
 		w = append(w, fmt.Sprintf("daytona.auto_stop is %s: an idle sandbox keeps running (and costing) that long", b.cfg.AutoStop))
 	}
 	if fb, why := b.sessionsOnly(); fb && b.cfg.Channel != config.DaytonaChannelSession {
-		w = append(w, "daytona: the sandbox helper cannot run ("+why+"); each command runs in a toolbox process session of its own: slower, no background jobs or terminal, stdin uploaded before the command")
+		w = append(w, "daytona: the sandbox helper cannot run ("+why+"); each command runs in a toolbox process session of its own: slower, no background jobs "+
+			"or terminal, stdin uploaded before the command")
 	}
 	if len(b.opts.EnvPassthrough) > 0 {
 		w = append(w, fmt.Sprintf("terminal.env_passthrough sends %v from this machine into Daytona sandboxes", b.opts.EnvPassthrough))

@@ -83,12 +83,12 @@ type Backend struct {
 
 	helperBin agentbin.Loader
 	agentMu   sync.Mutex
-	started   map[string]string // sandbox id → the shell line that started its helper
-	homes     map[string]string // sandbox id → its user's home directory
+	started   map[string]string // guarded by agentMu; sandbox id → the shell line that started its helper
+	homes     map[string]string // guarded by agentMu; sandbox id → its user's home directory
 
 	mu       sync.Mutex
-	closed   bool
-	fbReason string // why a session fell back to toolbox sessions (daytona.channel: auto)
+	closed   bool   // guarded by mu
+	fbReason string // guarded by mu; why a session fell back to toolbox sessions (daytona.channel: auto)
 }
 
 // New builds the daytona backend from its config section. It contacts nothing.

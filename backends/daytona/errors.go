@@ -26,7 +26,8 @@ func (b *Backend) classify(err error) error {
 			"Daytona refused this with the API key %s: the key lacks the permission (sandboxes:write), or the organisation's quota is used up (hermes-sandbox gc; lower daytona.cpu/memory/disk)%s",
 			b.keySource, b.orgHint()))
 	case st == http.StatusPaymentRequired || st == http.StatusTooManyRequests:
-		err = sandbox.WithHint(sandbox.ErrUnavailable, err, "the organisation's quota or rate limit is reached: stop or delete sandboxes you no longer need (hermes-sandbox gc), or lower daytona.cpu/memory/disk")
+		err = sandbox.WithHint(sandbox.ErrUnavailable, err, "the organisation's quota or rate limit is reached: stop or delete sandboxes you no longer "+
+			"need (hermes-sandbox gc), or lower daytona.cpu/memory/disk")
 	case st == http.StatusNotFound:
 		err = sandbox.WithKind(sandbox.ErrNotFound, err)
 	case st == http.StatusRequestTimeout:

@@ -31,14 +31,14 @@ type session struct {
 	name string
 
 	mu        sync.Mutex
-	sandboxID string
+	sandboxID string        // guarded by mu
 	gone      chan struct{} // closed by Close: commands over toolbox sessions are abandoned
 	// fallback says why commands go through toolbox process sessions ("" while the helper
 	// is used); see fallback.go.
-	fallback  string
-	recreated bool    // to report from the fallback path
-	state     fbState // the fallback's last saved shell state
-	moded     bool    // the session record names the mode in use
+	fallback  string  // guarded by mu
+	recreated bool    // guarded by mu; to report from the fallback path
+	state     fbState // guarded by mu; the fallback's last saved shell state
+	moded     bool    // guarded by mu; the session record names the mode in use
 }
 
 // Exec runs cmd over the helper, or in a toolbox process session of its own when the helper
@@ -347,7 +347,7 @@ type wsPipe struct {
 	cancel context.CancelFunc
 	pr     *io.PipeReader
 	done   chan struct{}
-	wmu    sync.Mutex
+	wmu    sync.Mutex // serialises writes on conn
 	once   sync.Once
 
 	ctrlMu sync.Mutex

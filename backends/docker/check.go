@@ -57,7 +57,8 @@ func (b *Backend) Check(ctx context.Context) error {
 			for n := range info.Runtimes {
 				names = append(names, n)
 			}
-			return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("docker.runtime %q is not registered with the engine (it has %v): install it (for gVisor on Debian: apt-get install runsc) or clear docker.runtime: %w",
+			return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("docker.runtime %q is not registered with the engine (it has %v): install it (for gVisor "+
+				"on Debian: apt-get install runsc) or clear docker.runtime: %w",
 				b.cfg.Runtime, names, sandbox.ErrInvalidConfig)}
 		}
 	}

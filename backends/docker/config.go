@@ -136,7 +136,9 @@ func dockerConfigDir(opts sandbox.FactoryOptions) string {
 // engine's on its first request (Debian 12's engine speaks 1.41).
 func newClient(ep endpoint) (*client.Client, error) {
 	if strings.HasPrefix(ep.Host, "ssh://") {
-		return nil, fmt.Errorf("docker: engine %s (%s): ssh:// engines are not supported; forward the remote socket (ssh -L /tmp/docker.sock:/var/run/docker.sock HOST) and set docker.host to unix:///tmp/docker.sock: %w",
+		return nil, fmt.Errorf("docker: engine %s (%s): ssh:// engines are not supported; forward the remote socket (ssh "+
+			"-L /tmp/docker.sock:/var/run/docker.sock HOST) and set docker.host to "+
+			"unix:///tmp/docker.sock: %w",
 			ep.Host, ep.source, sandbox.ErrUnsupported)
 	}
 	opts := []client.Opt{client.WithHost(ep.Host)}

@@ -63,10 +63,10 @@ type Backend struct {
 	spillDir string
 
 	usersMu sync.Mutex
-	users   *userIDs // docker.user resolved in the image, once
+	users   *userIDs // guarded by usersMu; docker.user resolved in the image, once
 
 	prepMu sync.Mutex
-	agent  *agentbin.Binary // the helper binary, set once by prepare and never changed
+	agent  *agentbin.Binary // guarded by prepMu; the helper binary, set once by prepare and never changed
 
 	poolOnce sync.Once
 	pool     *pool
@@ -79,7 +79,7 @@ type Backend struct {
 	egressObs egress.Observer // receives the egress proxy's decisions (audit)
 
 	mu     sync.Mutex
-	closed bool
+	closed bool // guarded by mu
 }
 
 // New builds the docker backend from its config section. It reads the engine address

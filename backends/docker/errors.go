@@ -88,6 +88,9 @@ func (b *Backend) imageMissing(ctx context.Context, cause error) error {
 		return b.engineErr("create", "", cause)
 	}
 	return &sandbox.Error{Backend: Name, Op: "image", ID: b.cfg.Image, Err: sandbox.WithKind(sandbox.ErrNotFound,
-		fmt.Errorf("the image is not on this machine: pull it with `hermes-sandbox image pull %s`, or on an air-gapped machine import a root filesystem with `hermes-sandbox image import --rootfs DIR --tag %s` (or --tar FILE); or choose another with `hermes-sandbox config set docker.image IMAGE`",
+		fmt.Errorf("the image is not on this machine: pull it with `hermes-sandbox image pull %s`, or on an "+
+			"air-gapped machine import a root filesystem with `hermes-sandbox image import --rootfs "+
+			"DIR --tag %s` (or --tar FILE); or choose another with `hermes-sandbox config set "+
+			"docker.image IMAGE`",
 			b.cfg.Image, b.cfg.Image))}
 }

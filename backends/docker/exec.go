@@ -30,11 +30,11 @@ type session struct {
 	name string
 
 	mu          sync.Mutex
-	containerID string // the container this process last used for the session
-	oomCount    int64  // the cgroup's OOM kill count when last looked at
-	lastTouch   time.Time
-	lastCwd     string // the working directory last written to the session's record
-	relay       *relay // the egress relay and proxy (docker.network allowlist)
+	containerID string    // guarded by mu; the container this process last used for the session
+	oomCount    int64     // guarded by mu; the cgroup's OOM kill count when last looked at
+	lastTouch   time.Time // guarded by mu
+	lastCwd     string    // guarded by mu; the working directory last written to the session's record
+	relay       *relay    // guarded by mu; the egress relay and proxy (docker.network allowlist)
 }
 
 // start is the channel's Starter: it makes sure the session's container runs and attaches

@@ -105,11 +105,13 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 	} else {
 		passwd, err := b.readImageFile(ctx, resp.ID, "/etc/passwd")
 		if err != nil {
-			return fail("docker.user %q is a name, but the image %s has no readable /etc/passwd (%v): use a numeric uid:gid such as 1000:1000 (hermes-sandbox config set docker.user 1000:1000)", b.cfg.User, b.cfg.Image, err)
+			return fail("docker.user %q is a name, but the image %s has no readable /etc/passwd (%v): use a "+
+				"numeric uid:gid such as 1000:1000 (hermes-sandbox config set docker.user 1000:1000)", b.cfg.User, b.cfg.Image, err)
 		}
 		var ok bool
 		if ids.uid, ids.gid, ok = lookupPasswd(passwd, u); !ok {
-			return fail("docker.user %q does not exist in the image %s: use a numeric uid:gid such as 1000:1000 (hermes-sandbox config set docker.user 1000:1000), or a user the image has", b.cfg.User, b.cfg.Image)
+			return fail("docker.user %q does not exist in the image %s: use a numeric uid:gid such as 1000:1000 "+
+				"(hermes-sandbox config set docker.user 1000:1000), or a user the image has", b.cfg.User, b.cfg.Image)
 		}
 	}
 	if g != "" {

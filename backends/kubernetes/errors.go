@@ -48,7 +48,9 @@ func (b *Backend) admissionErr(op, id string, err error) error {
 	fix := ""
 	switch {
 	case strings.Contains(msg, "violates PodSecurity"):
-		fix = "the namespace's Pod Security level refuses the pod; hermes pods meet \"restricted\", so check kubernetes.image and kubernetes.run_as_user, or the namespace's pod-security.kubernetes.io labels"
+		fix = "the namespace's Pod Security level refuses the pod; hermes pods meet \"restricted\", so " +
+			"check kubernetes.image and kubernetes.run_as_user, or the namespace's " +
+			"pod-security.kubernetes.io labels"
 	case strings.Contains(msg, "exceeded quota") || strings.Contains(msg, "must specify limits") || strings.Contains(msg, "must specify requests"):
 		fix = "a ResourceQuota in the namespace refuses it; set kubernetes.cpu and kubernetes.memory within the quota (kubectl describe resourcequota), or raise the quota"
 	case strings.Contains(msg, "RuntimeClass") || strings.Contains(msg, "runtimeClassName"):

@@ -33,11 +33,11 @@ type session struct {
 	name string
 
 	mu        sync.Mutex
-	pod       string
-	uid       types.UID
-	lastTouch time.Time
+	pod       string    // guarded by mu
+	uid       types.UID // guarded by mu
+	lastTouch time.Time // guarded by mu
 	touching  sync.WaitGroup
-	relay     *relay // the egress relay and proxy (kubernetes.network allowlist)
+	relay     *relay // guarded by mu; the egress relay and proxy (kubernetes.network allowlist)
 
 	egressMu sync.Mutex // serialises starting and stopping the relay
 }
@@ -60,7 +60,9 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		// Made while kubernetes.network was open: no NetworkPolicy selects it, so the
 		// allowlist would be a pretence.
 		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "egress", ID: s.name, Err: fmt.Errorf(
-			"the session's pod %s was made with an open network and the deny-all-egress NetworkPolicy does not select it; remove the session (hermes-sandbox sessions rm %s) so kubernetes.network allowlist applies: %w",
+			"the session's pod %s was made with an open network and the deny-all-egress NetworkPolicy "+
+				"does not select it; remove the session (hermes-sandbox sessions rm %s) so "+
+				"kubernetes.network allowlist applies: %w",
 			pod.Name, s.name, sandbox.ErrInvalidConfig)}
 	}
 	client, err := b.startHelper(ctx, pod)

@@ -102,13 +102,13 @@ type Backend struct {
 	records  sandbox.Records[sandbox.IDRecord] // the session's pod UID
 
 	mu        sync.Mutex
-	conn      *conn
-	connErr   error
-	closed    bool
-	rcChecked bool   // kubernetes.runtime_class was found on the cluster
-	version   string // the server's, once Check asked
+	conn      *conn  // guarded by mu
+	connErr   error  // guarded by mu
+	closed    bool   // guarded by mu
+	rcChecked bool   // guarded by mu; kubernetes.runtime_class was found on the cluster
+	version   string // guarded by mu; the server's, once Check asked
 
-	warmPoolReady bool // the SandboxTemplate and SandboxWarmPool are in place
+	warmPoolReady bool // guarded by mu; the SandboxTemplate and SandboxWarmPool are in place
 
 	spdyOnly atomic.Bool // exec over WebSocket was refused once: use SPDY
 
@@ -204,7 +204,8 @@ func connect(cfg config.KubernetesConfig, opts sandbox.FactoryOptions) (*conn, e
 			if irc, ierr := rest.InClusterConfig(); ierr == nil {
 				return finishConn(irc, cfg, inClusterNamespace(), "the in-cluster service account")
 			}
-			return nil, fmt.Errorf("no cluster configured: no kubeconfig (kubernetes.kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a pod; point kubernetes.kubeconfig at one: %w", sandbox.ErrInvalidConfig)
+			return nil, fmt.Errorf("no cluster configured: no kubeconfig (kubernetes.kubeconfig, $KUBECONFIG, ~/.kube/config) "+
+				"and not running in a pod; point kubernetes.kubeconfig at one: %w", sandbox.ErrInvalidConfig)
 		}
 		return nil, fmt.Errorf("kubeconfig from %s: %v: %w", source, err, sandbox.ErrInvalidConfig)
 	}

@@ -136,7 +136,9 @@ func (b *Backend) createSandbox(ctx context.Context, c *conn, session string) (*
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		if apierrors.IsNotFound(err) { // the server has no such resource
 			return nil, &sandbox.Error{Backend: Name, Op: "create sandbox", ID: session,
-				Err: fmt.Errorf("kubernetes.mode is agent-sandbox but the cluster has no agents.x-k8s.io Sandbox API; install agent-sandbox (github.com/kubernetes-sigs/agent-sandbox) or set kubernetes.mode pod: %w", sandbox.ErrInvalidConfig)}
+				Err: fmt.Errorf("kubernetes.mode is agent-sandbox but the cluster has no agents.x-k8s.io Sandbox API; "+
+					"install agent-sandbox (github.com/kubernetes-sigs/agent-sandbox) or set kubernetes.mode "+
+					"pod: %w", sandbox.ErrInvalidConfig)}
 		}
 		return nil, b.admissionErr("create sandbox", session, err)
 	}
@@ -295,7 +297,8 @@ func (b *Backend) checkRuntimeClass(ctx context.Context, c *conn) error {
 			have = strings.Join(names, ", ")
 		}
 		return &sandbox.Error{Backend: Name, Op: "runtime class", ID: b.cfg.RuntimeClass,
-			Err: fmt.Errorf("kubernetes.runtime_class %q: the cluster has no such RuntimeClass (it has: %s); install it (e.g. gVisor's runsc handler) or unset kubernetes.runtime_class: %w", b.cfg.RuntimeClass, have, sandbox.ErrInvalidConfig)}
+			Err: fmt.Errorf("kubernetes.runtime_class %q: the cluster has no such RuntimeClass (it has: %s); install "+
+				"it (e.g. gVisor's runsc handler) or unset kubernetes.runtime_class: %w", b.cfg.RuntimeClass, have, sandbox.ErrInvalidConfig)}
 	}
 	if err != nil && !apierrors.IsForbidden(err) { // without read access, the pod's admission will say
 		return b.mapErr("runtime class", b.cfg.RuntimeClass, err)
@@ -314,7 +317,8 @@ func (b *Backend) ensurePolicy(ctx context.Context, c *conn) error {
 	}
 	if apierrors.IsForbidden(err) {
 		return &sandbox.Error{Backend: Name, Op: "network policy", ID: b.policyName(),
-			Err: fmt.Errorf("cannot create the deny-all egress NetworkPolicy (%s); grant create on networkpolicies in namespace %s, or set kubernetes.network open to run without it: %w", apiMessage(err), c.namespace, sandbox.ErrDenied)}
+			Err: fmt.Errorf("cannot create the deny-all egress NetworkPolicy (%s); grant create on networkpolicies in "+
+				"namespace %s, or set kubernetes.network open to run without it: %w", apiMessage(err), c.namespace, sandbox.ErrDenied)}
 	}
 	return b.admissionErr("network policy", b.policyName(), err)
 }

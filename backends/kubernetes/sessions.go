@@ -239,7 +239,8 @@ func (b *Backend) Check(ctx context.Context) error {
 	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
 		if _, err := c.dynamic.Resource(sandboxGVR).Namespace(c.namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			if apierrors.IsNotFound(err) {
-				return &sandbox.Error{Backend: Name, Op: "check", ID: "agent-sandbox", Err: fmt.Errorf("kubernetes.mode is agent-sandbox but the cluster serves no agents.x-k8s.io/v1beta1 Sandbox; install agent-sandbox or set kubernetes.mode pod: %w", sandbox.ErrInvalidConfig)}
+				return &sandbox.Error{Backend: Name, Op: "check", ID: "agent-sandbox", Err: fmt.Errorf("kubernetes.mode is agent-sandbox but the cluster serves no agents.x-k8s.io/v1beta1 "+
+					"Sandbox; install agent-sandbox or set kubernetes.mode pod: %w", sandbox.ErrInvalidConfig)}
 			}
 			if !apierrors.IsForbidden(err) {
 				return b.mapErr("check", "agent-sandbox", err)

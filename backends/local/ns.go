@@ -131,7 +131,9 @@ func (b *Backend) startInNamespaces(ctx context.Context, name, dir string) (chan
 				b.mode, b.network, err, sandbox.ErrUnavailable)}
 		}
 		b.nsFailed.Store(true)
-		b.say(fmt.Sprintf("hermes-sandbox: local commands run WITHOUT namespaces: %v. Enforced: %s. Not enforced: local.deny_read, hiding this tool's files and processes. (local.confine strict refuses to run like this.)", err, b.status))
+		b.say(fmt.Sprintf("hermes-sandbox: local commands run WITHOUT namespaces: %v. Enforced: %s. Not enforced: "+
+			"local.deny_read, hiding this tool's files and processes. (local.confine strict refuses to "+
+			"run like this.)", err, b.status))
 		return b.startInProcess(ctx, name, dir)
 	}
 	if len(rep.Missing) > 0 {

@@ -36,7 +36,9 @@ type Credentials struct {
 }
 
 // Precedence documents, in order, where the token is looked for.
-const Precedence = "HERMES_SANDBOX_MODAL_TOKEN_ID/_SECRET, then secrets.yaml (modal.token_id/token_secret), then MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, then the active profile of ~/.modal.toml (MODAL_PROFILE, MODAL_CONFIG_PATH)"
+const Precedence = "HERMES_SANDBOX_MODAL_TOKEN_ID/_SECRET, then secrets.yaml (modal.token_id/token_secret), " +
+	"then MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, then the active profile of ~/.modal.toml " +
+	"(MODAL_PROFILE, MODAL_CONFIG_PATH)"
 
 // ErrNoCredentials says no Modal token was found anywhere.
 var ErrNoCredentials = errors.New("no Modal credentials")

@@ -42,10 +42,10 @@ type session struct {
 	name string
 
 	mu        sync.Mutex
-	sb        *modalsdk.Sandbox
-	fallback  string // why the helper is not used; "" while it is
-	recreated bool   // to report from the fallback path
-	lastTouch time.Time
+	sb        *modalsdk.Sandbox // guarded by mu
+	fallback  string            // guarded by mu; why the helper is not used; "" while it is
+	recreated bool              // guarded by mu; to report from the fallback path
+	lastTouch time.Time         // guarded by mu
 }
 
 // start is the channel's Starter: a running sandbox and a helper attached to it.
@@ -295,10 +295,10 @@ type batchWriter struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	buf      []byte
-	flushing bool
-	err      error
-	closed   bool
+	buf      []byte // guarded by mu
+	flushing bool   // guarded by mu
+	err      error  // guarded by mu
+	closed   bool   // guarded by mu
 }
 
 const maxQueued = 4 << 20

@@ -69,7 +69,8 @@ func TestFallback(t *testing.T) {
 	}
 	// Timeout: prove ps sees such a process, then that none is left.
 	// (The forked child becomes `sleep` when it execs: poll for it, for up to 10 s.)
-	if res = run(t, sess, "sleep 6179 & i=0; while [ $i -lt 100 ] && ! ps -o args | grep -q '^sleep 6179'; do sleep 0.1; i=$((i+1)); done; ps -o args | grep -c '^sleep 6179'; kill $!"); strings.TrimSpace(res.Stdout) != "1" {
+	if res = run(t, sess, "sleep 6179 & i=0; while [ $i -lt 100 ] && ! ps -o args | grep -q '^sleep 6179'; do sleep "+
+		"0.1; i=$((i+1)); done; ps -o args | grep -c '^sleep 6179'; kill $!"); strings.TrimSpace(res.Stdout) != "1" {
 		t.Fatalf("ps does not see a background sleep: %q", res.Stdout)
 	}
 	res, err = sess.Exec(ctx, sandbox.Command{Script: "sleep 6171 & sleep 6172; echo not-reached", Timeout: 2 * time.Second})

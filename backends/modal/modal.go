@@ -68,11 +68,11 @@ type Backend struct {
 	spillDir string
 
 	mu             sync.Mutex
-	client         *modalsdk.Client
-	app            *modalsdk.App
-	built          *modalsdk.Image // the configured image, built once
-	fallbackReason string          // set once a session could not start the helper
-	closed         bool
+	client         *modalsdk.Client // guarded by mu
+	app            *modalsdk.App    // guarded by mu
+	built          *modalsdk.Image  // guarded by mu; the configured image, built once
+	fallbackReason string           // guarded by mu; set once a session could not start the helper
+	closed         bool             // guarded by mu
 
 	helper agentbin.Loader
 }

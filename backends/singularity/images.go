@@ -19,7 +19,8 @@ const partialInfix = ".partial-"
 // needs no pull.
 func (b *Backend) PullImage(ctx context.Context, ref string, p sandbox.Progress) (sandbox.ImageInfo, error) {
 	if !remoteImage(ref) {
-		return sandbox.ImageInfo{}, wrap("pull", ref, fmt.Errorf("not a remote reference: give docker://IMAGE (or oras://, library://); a local SIF file needs no pull, set singularity.image to its path: %w", sandbox.ErrInvalidConfig))
+		return sandbox.ImageInfo{}, wrap("pull", ref, fmt.Errorf("not a remote reference: give docker://IMAGE (or oras://, library://); a local SIF file "+
+			"needs no pull, set singularity.image to its path: %w", sandbox.ErrInvalidConfig))
 	}
 	dst, err := b.build(ctx, ref, filepath.Join(b.cacheDir(), cachedImageName(ref)), p)
 	if err != nil {
@@ -34,7 +35,8 @@ func (b *Backend) PullImage(ctx context.Context, ref string, p sandbox.Progress)
 // busybox tree) into the image cache; its path is the value for singularity.image.
 func (b *Backend) ImportImage(ctx context.Context, src sandbox.ImageSource, p sandbox.Progress) (sandbox.ImageInfo, error) {
 	if src.TarFile != "" {
-		return sandbox.ImageInfo{}, wrap("import", src.TarFile, fmt.Errorf("singularity builds images from a directory, not a tar file: unpack it (mkdir DIR && tar -xf %s -C DIR) and use --rootfs DIR: %w", src.TarFile, sandbox.ErrUnsupported))
+		return sandbox.ImageInfo{}, wrap("import", src.TarFile, fmt.Errorf("singularity builds images from a directory, not a tar file: unpack it (mkdir DIR && tar "+
+			"-xf %s -C DIR) and use --rootfs DIR: %w", src.TarFile, sandbox.ErrUnsupported))
 	}
 	if src.Tag == "" || sanitized(src.Tag) != src.Tag {
 		return sandbox.ImageInfo{}, wrap("import", src.Tag, fmt.Errorf("bad tag %q: use letters, digits, '.', '_' and '-' (it names the SIF file): %w", src.Tag, sandbox.ErrInvalidConfig))

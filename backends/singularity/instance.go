@@ -250,7 +250,8 @@ func (b *Backend) localImage() (string, error) {
 		return "", err
 	}
 	if _, err := os.Stat(p); err != nil {
-		return "", sandbox.WithKind(sandbox.ErrNotFound, fmt.Errorf("image %s: %w: point singularity.image at a SIF file, or at a docker:// reference to convert once (hermes-sandbox config set singularity.image docker://python:3.12-slim)", p, err))
+		return "", sandbox.WithKind(sandbox.ErrNotFound, fmt.Errorf("image %s: %w: point singularity.image at a SIF file, or at a docker:// reference to "+
+			"convert once (hermes-sandbox config set singularity.image docker://python:3.12-slim)", p, err))
 	}
 	return p, nil
 }

@@ -59,14 +59,14 @@ type Backend struct {
 	records sandbox.Records[sandbox.IDRecord]
 
 	exeMu sync.Mutex
-	exe   string // resolved and probed once
+	exe   string // guarded by exeMu; resolved and probed once
 
 	buildMu sync.Mutex // one image conversion at a time in this process
 
 	noLimits atomic.Bool // the host refused --pids-limit once; stop asking
 
 	mu     sync.Mutex
-	closed bool
+	closed bool // guarded by mu
 }
 
 // New builds the singularity backend from its config section. It runs nothing: the runtime

@@ -289,7 +289,8 @@ func (l *lazySigner) decrypt() error {
 		var err error
 		local(func() { pass, err = prompt(fmt.Sprintf("Enter passphrase for key '%s': ", l.path)) })
 		if err != nil {
-			return &KeyFileError{l.path, fmt.Errorf("it is encrypted and the passphrase cannot be asked for (%w): set it with `hermes-sandbox config set ssh.key_passphrase …` (stored in secrets.yaml), or add the key to ssh-agent", err)}
+			return &KeyFileError{l.path, fmt.Errorf("it is encrypted and the passphrase cannot be asked for (%w): set it with `hermes-sandbox "+
+				"config set ssh.key_passphrase …` (stored in secrets.yaml), or add the key to ssh-agent", err)}
 		}
 		var s gossh.Signer
 		local(func() { s, err = gossh.ParsePrivateKeyWithPassphrase(l.pem, []byte(pass)) })

@@ -194,7 +194,8 @@ func (s *shellSession) StartJob(ctx context.Context, cmd sandbox.Command) (sandb
 		}
 	}
 	if running >= maxJobs {
-		return sandbox.JobStatus{}, wrap("job start", s.name, fmt.Errorf("%d background jobs already run in this session, the limit (terminal.max_jobs): wait for one to end or kill one first: %w", running, sandbox.ErrLimit))
+		return sandbox.JobStatus{}, wrap("job start", s.name, fmt.Errorf("%d background jobs already run in this session, the limit (terminal.max_jobs): wait for "+
+			"one to end or kill one first: %w", running, sandbox.ErrLimit))
 	}
 	spec := s.spec(cmd.Dir, cmd.Env)
 	spec.job = true

@@ -50,8 +50,8 @@ type Backend struct {
 	sErr error
 
 	mu     sync.Mutex
-	h      *host // the backend's own reference, taken on first use
-	closed bool
+	h      *host // guarded by mu; the backend's own reference, taken on first use
+	closed bool  // guarded by mu
 }
 
 // New builds the ssh backend from its config section. It does no I/O: the host is reached

@@ -86,7 +86,8 @@ func resolveCredentials(cfg config.VercelConfig, opts sandbox.FactoryOptions) (c
 		}
 		return credentials{token: oidc, teamID: c.OwnerID, project: project, kind: "oidc"}, nil
 	}
-	return credentials{}, fmt.Errorf("no credentials: set VERCEL_TOKEN (with vercel.team_id and vercel.project_id) or VERCEL_OIDC_TOKEN, or run `hermes-sandbox setup vercel`: %w", sandbox.ErrInvalidConfig)
+	return credentials{}, fmt.Errorf("no credentials: set VERCEL_TOKEN (with vercel.team_id and vercel.project_id) or "+
+		"VERCEL_OIDC_TOKEN, or run `hermes-sandbox setup vercel`: %w", sandbox.ErrInvalidConfig)
 }
 
 // settings are the resolved sandbox settings.

@@ -26,7 +26,8 @@ func (b *Backend) classify(err error) error {
 		case ae.Status == http.StatusNotFound:
 			return sandbox.WithKind(sandbox.ErrNotFound, ae)
 		case ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden:
-			return sandbox.WithHint(sandbox.ErrDenied, ae, fmt.Sprintf("the %s credentials were refused for team %s, project %s: check VERCEL_TOKEN / VERCEL_OIDC_TOKEN, vercel.team_id and vercel.project_id (hermes-sandbox doctor)",
+			return sandbox.WithHint(sandbox.ErrDenied, ae, fmt.Sprintf("the %s credentials were refused for team %s, project %s: check VERCEL_TOKEN / "+
+				"VERCEL_OIDC_TOKEN, vercel.team_id and vercel.project_id (hermes-sandbox doctor)",
 				b.creds.kind, b.creds.teamID, b.creds.project))
 		case ae.Status == http.StatusTooManyRequests:
 			return sandbox.WithHint(sandbox.ErrUnavailable, ae, "rate limited by Vercel; try again later")

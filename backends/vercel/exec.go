@@ -25,12 +25,12 @@ type session struct {
 	wg       sync.WaitGroup
 
 	mu        sync.Mutex
-	vm        *VMSession
-	expiry    time.Time // when the VM stops unless extended
-	cwd       string    // the working directory after the last command
-	busy      int       // commands running now
-	lastUse   time.Time
-	keepalive bool // the extender runs
+	vm        *VMSession // guarded by mu
+	expiry    time.Time  // guarded by mu; when the VM stops unless extended
+	cwd       string     // guarded by mu; the working directory after the last command
+	busy      int        // guarded by mu; commands running now
+	lastUse   time.Time  // guarded by mu
+	keepalive bool       // guarded by mu; the extender runs
 }
 
 // start is the channel's Starter: it makes sure the session's sandbox runs (found by name,

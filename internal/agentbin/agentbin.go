@@ -67,7 +67,10 @@ func find(arch, exe string) (string, []string, error) {
 			return p, []string{"serve"}, nil
 		}
 	}
-	return "", nil, fmt.Errorf("no static linux/%s sandbox-agent helper found (tried %v): build one with `CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -o sandbox-agent-linux-%s ./cmd/sandbox-agent` and put it beside hermes-sandbox or on PATH (CGO_ENABLED=0 go install …/cmd/sandbox-agent), or point %s at it",
+	return "", nil, fmt.Errorf("no static linux/%s sandbox-agent helper found (tried %v): build one with `CGO_ENABLED=0 "+
+		"GOOS=linux GOARCH=%s go build -o sandbox-agent-linux-%s ./cmd/sandbox-agent` and put it "+
+		"beside hermes-sandbox or on PATH (CGO_ENABLED=0 go install …/cmd/sandbox-agent), or point "+
+		"%s at it",
 		arch, tried, arch, arch, EnvVar)
 }
 

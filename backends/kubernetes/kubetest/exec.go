@@ -56,7 +56,8 @@ var _ remotecommand.Executor = (*dockerExec)(nil)
 // ends (a non-zero exit is a utilexec.CodeExitError, which ServeExec reports as the exit code
 // the client's ExitError carries) or when ctx ends (the client went away or the node stopped):
 // then the exec's input is closed and its output no longer read.
-func (e *dockerExec) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, stderr io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
+func (e *dockerExec) ExecInContainer(ctx context.Context, _, _, _ string, cmd []string, in io.Reader, out, stderr io.WriteCloser,
+	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	e.served.Add(1)
 	ex, err := e.cli.ExecCreate(ctx, e.containerID, client.ExecCreateOptions{
 		Cmd: cmd, TTY: tty, AttachStdin: in != nil, AttachStdout: out != nil, AttachStderr: stderr != nil && !tty,

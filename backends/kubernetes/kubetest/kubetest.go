@@ -76,8 +76,8 @@ type Node struct {
 	ext     *extController // SandboxTemplate, SandboxWarmPool, SandboxClaim
 
 	mu    sync.Mutex
-	byUID map[types.UID]*podState
-	next  int // round-robin position of the scheduler
+	byUID map[types.UID]*podState // guarded by mu
+	next  int                     // guarded by mu; round-robin position of the scheduler
 }
 
 // Label keys put on every container besides Options.Label.
@@ -96,7 +96,7 @@ const (
 // process never share a name.
 var registry struct {
 	sync.Mutex
-	nodes map[string]*Node
+	nodes map[string]*Node // guarded by the embedded Mutex
 }
 
 // StartNode creates opts.Nodes fake Node objects in api, starts the scheduler and kubelet loops

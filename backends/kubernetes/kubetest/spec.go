@@ -215,7 +215,8 @@ func dockerUser(pod *corev1.Pod, c *corev1.Container, psc *corev1.PodSecurityCon
 		case name == "" || (err == nil && id == 0):
 			return "", &configError{fmt.Sprintf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", pod.Namespace+"/"+pod.Name, c.Name)}
 		case err != nil:
-			return "", &configError{fmt.Sprintf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", name, pod.Namespace+"/"+pod.Name, c.Name)}
+			return "", &configError{fmt.Sprintf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is "+
+				"non-root (pod: %q, container: %s)", name, pod.Namespace+"/"+pod.Name, c.Name)}
 		}
 	}
 	return user, nil

@@ -39,7 +39,8 @@ func (n *Node) status(ctx context.Context, pod *corev1.Pod, st *podState) (statu
 		status.Phase = corev1.PodFailed
 		status.Reason = "Evicted"
 		status.Message = fmt.Sprintf("The node was low on resource: memory. Container %s was using more than the node could give it.", s.container)
-		first.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", StartedAt: s.started, FinishedAt: metav1.NewTime(time.Now().Truncate(time.Second)), ContainerID: dockerID(s.containerID)}
+		first.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", StartedAt: s.started,
+			FinishedAt: metav1.NewTime(time.Now().Truncate(time.Second)), ContainerID: dockerID(s.containerID)}
 		if old := oldContainerStatus(pod, s.container); old != nil && old.State.Terminated != nil {
 			first.State.Terminated = old.State.Terminated
 		}
