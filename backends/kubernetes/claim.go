@@ -109,7 +109,9 @@ func (b *Backend) createClaim(ctx context.Context, c *conn, session string) (*co
 	}
 	// The controller binds a Sandbox and labels its pod: wait for the pod to carry our labels.
 	deadline := time.Now().Add(b.cfg.StartTimeout)
+	rep := b.waitReporter(ctx, "a pod for SandboxClaim "+name)
 	for delay := 20 * time.Millisecond; ; delay = min(delay*2, 500*time.Millisecond) {
+		rep.Tick(func() string { return "the warm pool has none ready and the controller has bound none yet" })
 		pod, err := b.findPod(ctx, c, session)
 		if err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv/kubeapi"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
 // sessionPods lists the pods of b's session name as the API server has them.
@@ -399,5 +400,31 @@ func TestGCOwnerGone(t *testing.T) {
 		if len(c.sessionPods(t, s.b, s.name)) != 1 {
 			t.Errorf("gc removed %s's pod", s.name)
 		}
+	}
+}
+
+// TestUnschedulableWaitReports: a pod no node can take is not waited for in silence: every
+// few seconds the start says what it waits for and why, on the caller's progress writer, and
+// kubernetes.start_timeout ends it with the same reason.
+func TestUnschedulableWaitReports(t *testing.T) {
+	c := newCluster(t)
+	var progress sandboxtest.SyncBuffer
+	b := c.backendWith(t, "", func(cfg *config.Config) {
+		cfg.Kubernetes.NodeSelector = map[string]string{"pool": "none-has-it"}
+		cfg.Kubernetes.StartTimeout = 4 * time.Second
+	}, Options{WaitReport: time.Second})
+	ctx := sandbox.WithProgress(testenv.Ctx(t, time.Minute), &progress)
+	sess, err := b.Open(ctx, "nowhere")
+	if err == nil {
+		defer sess.Close()
+		_, err = sess.Exec(ctx, sandbox.Command{Script: "true"})
+	}
+	if !errors.Is(err, sandbox.ErrTimeout) || !strings.Contains(err.Error(), "Unschedulable") {
+		t.Errorf("start on no node = %v; want a timeout naming Unschedulable", err)
+	}
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "kubernetes: waiting ") || !strings.Contains(lines[0], "(kubernetes.start_timeout) for pod ") ||
+		!strings.Contains(progress.String(), "Unschedulable") {
+		t.Errorf("progress while waiting = %q; want a line a second naming the pod and why it waits", progress.String())
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -81,6 +82,8 @@ type Options struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
+	// WaitReport is how often a start that waits says why (0 = sandbox.DefaultWaitReport).
+	WaitReport time.Duration
 }
 
 // Backend runs sessions in pods of one namespace.

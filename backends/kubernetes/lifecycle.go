@@ -144,7 +144,9 @@ func (b *Backend) createSandbox(ctx context.Context, c *conn, session string) (*
 	}
 	// The controller makes the pod; wait for it to appear.
 	deadline := time.Now().Add(b.cfg.StartTimeout)
+	rep := b.waitReporter(ctx, "the pod of Sandbox "+name)
 	for delay := 50 * time.Millisecond; ; delay = min(delay*2, time.Second) {
+		rep.Tick(func() string { return "the agent-sandbox controller has not made it yet" })
 		pod, err := c.api.pods(c.namespace).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
 			return pod, nil
@@ -166,7 +168,9 @@ func (b *Backend) createSandbox(ctx context.Context, c *conn, session string) (*
 func (b *Backend) waitRunning(ctx context.Context, c *conn, pod *corev1.Pod) (*corev1.Pod, error) {
 	session := pod.Annotations[annoSession]
 	deadline := time.Now().Add(b.cfg.StartTimeout)
+	rep := b.waitReporter(ctx, "pod "+pod.Name)
 	for delay := 20 * time.Millisecond; ; delay = min(delay*2, 500*time.Millisecond) {
+		rep.Tick(func() string { return podProblem(pod) })
 		if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil && containerRunning(pod) {
 			return pod, nil
 		}
@@ -334,4 +338,12 @@ func (b *Backend) touch(ctx context.Context, pod string) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		b.log.Debug("could not mark the pod used", "pod", pod, "err", err)
 	}
+}
+
+// waitReporter says every few seconds, on the caller's progress writer, what a start waits for
+// and why (an unschedulable pod, an image pull), so kubernetes.start_timeout never passes in
+// silence.
+func (b *Backend) waitReporter(ctx context.Context, what string) *sandbox.WaitReporter {
+	return sandbox.NewWaitReporter(ctx, b.opts.Progress, "kubernetes: ", what,
+		b.cfg.StartTimeout.String()+" (kubernetes.start_timeout)", b.extra.WaitReport)
 }

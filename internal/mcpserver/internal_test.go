@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,17 @@ func TestOutputMeter(t *testing.T) {
 	_, line := m.snapshot()
 	if strings.ContainsRune(line, '\x1b') || len(line) > maxLineShown+len("…") || !strings.HasPrefix(line, "[31mred") {
 		t.Errorf("long line = %q; want control characters dropped and the length bounded", line)
+	}
+}
+
+// A backend's wait lines (sandbox.WithProgress) show until the command writes output.
+func TestOutputMeterWaitLine(t *testing.T) {
+	m := outputMeter{redact: func(s string) string { return strings.ReplaceAll(s, "sekrit", "***") }}
+	fmt.Fprintln(m.waitWriter(), "kubernetes: waiting 5s for pod p: not scheduled (Unschedulable) sekrit")
+	if got := m.waitLine(); got != "kubernetes: waiting 5s for pod p: not scheduled (Unschedulable) ***" {
+		t.Errorf("waitLine = %q", got)
+	}
+	if n, line := m.snapshot(); n != 0 || line != "" {
+		t.Errorf("a wait line counted as output: %d %q", n, line)
 	}
 }

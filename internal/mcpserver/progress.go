@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,26 @@ type outputMeter struct {
 	bytes   int64  // guarded by mu
 	partial []byte // guarded by mu; the unfinished line, bounded
 	last    string // guarded by mu; the latest finished non-blank line
+	waiting string // guarded by mu; the latest line of a backend's long wait (sandbox.WithProgress)
+}
+
+// waitWriter takes the lines a backend reports while it waits (sandbox.WithProgress); the
+// latest one goes into the progress message until the command writes output.
+func (m *outputMeter) waitWriter() io.Writer { return waitLines{m} }
+
+type waitLines struct{ m *outputMeter }
+
+func (w waitLines) Write(p []byte) (int, error) {
+	for _, l := range bytes.Split(p, []byte("\n")) {
+		line := w.m.clean(l)
+		if line == "" {
+			continue
+		}
+		w.m.mu.Lock()
+		w.m.waiting = line
+		w.m.mu.Unlock()
+	}
+	return len(p), nil
 }
 
 func (m *outputMeter) Write(p []byte) (int, error) {
@@ -67,6 +88,13 @@ func (m *outputMeter) snapshot() (int64, string) {
 		return m.bytes, line
 	}
 	return m.bytes, m.last
+}
+
+// waitLine returns the latest line of a backend's long wait.
+func (m *outputMeter) waitLine() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.waiting
 }
 
 // clean redacts, then makes a line printable.
@@ -108,7 +136,7 @@ func cleanLine(b []byte) string {
 // startProgress sends a progress notification every second while a command runs, if the
 // client asked for them with a progress token. Progress counts the seconds elapsed (it must
 // grow with every notification); the message gives the output byte count and the latest line.
-// The returned stop ends the notifications and waits for the sender.
+// The returned stop ends the notifications and waits for the sender; it may be called again.
 func startProgress(ctx context.Context, req *mcp.CallToolRequest, meter *outputMeter, what string) (stop func()) {
 	tok := req.Params.GetProgressToken()
 	if tok == nil || req.Session == nil {
@@ -135,6 +163,8 @@ func startProgress(ctx context.Context, req *mcp.CallToolRequest, meter *outputM
 				msg += fmt.Sprintf(", %d bytes of output", nb)
 				if line != "" {
 					msg += ": " + line
+				} else if w := meter.waitLine(); w != "" && nb == 0 {
+					msg += "; " + w
 				}
 			}
 			// A failed notification only means the client will not see this one.
@@ -142,8 +172,9 @@ func startProgress(ctx context.Context, req *mcp.CallToolRequest, meter *outputM
 				ProgressToken: tok, Progress: float64(n), Message: msg})
 		}
 	}()
+	var once sync.Once
 	return func() {
-		close(quit)
+		once.Do(func() { close(quit) })
 		<-done
 	}
 }

@@ -241,6 +241,14 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	if err != nil {
 		return nil, out, err
 	}
+	// Progress starts before the sandbox is opened: a backend's long waits (a pod no node
+	// takes yet) report through the context into the notifications' message.
+	meter := &outputMeter{redact: s.redact}
+	if req.Params.GetProgressToken() != nil {
+		ctx = sandbox.WithProgress(ctx, meter.waitWriter())
+	}
+	stop := startProgress(ctx, req, meter, "running")
+	defer stop()
 	sb, cctx, release, err := s.call(ctx, req)
 	if err != nil {
 		return nil, out, failure(req.Session, "terminal", err)
@@ -273,11 +281,9 @@ func (s *Server) terminal(ctx context.Context, req *mcp.CallToolRequest, in Term
 	}
 
 	cmd.Timeout = timeout
-	meter := &outputMeter{redact: s.redact}
 	if req.Params.GetProgressToken() != nil {
 		cmd.Stdout, cmd.Stderr = meter, meter
 	}
-	stop := startProgress(cctx, req, meter, "running")
 	res, err := sb.Exec(cctx, cmd)
 	stop()
 	if res == nil {
