@@ -266,7 +266,7 @@ func splitCriteria(words []string) []string {
 // checkCriteria rejects Match lines OpenSSH would reject: unknown criteria, missing arguments.
 func checkCriteria(words []string) error {
 	if len(words) == 0 {
-		return fmt.Errorf("Match needs criteria (e.g. Match host NAME, Match all)")
+		return fmt.Errorf("a Match line needs criteria (e.g. Match host NAME, Match all)")
 	}
 	for i := 0; i < len(words); i++ {
 		w := strings.ToLower(strings.TrimPrefix(words[i], "!"))
@@ -276,7 +276,7 @@ func checkCriteria(words []string) error {
 		}
 		if takesArg {
 			if i+1 >= len(words) {
-				return fmt.Errorf("Match %s needs an argument", w)
+				return fmt.Errorf("a Match line's %s needs an argument", w)
 			}
 			i++
 		}

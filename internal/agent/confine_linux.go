@@ -20,10 +20,10 @@ import (
 func LandlockABI() (int, error) {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil {
-		return 0, fmt.Errorf("Landlock is not available (kernel older than 5.13, or not enabled at boot: add landlock to the lsm= kernel parameter): %w", err)
+		return 0, fmt.Errorf("this kernel has no Landlock (older than 5.13, or not enabled at boot: add landlock to the lsm= kernel parameter): %w", err)
 	}
 	if v < 1 {
-		return 0, errors.New("Landlock is not available on this kernel")
+		return 0, errors.New("this kernel has no Landlock")
 	}
 	return v, nil
 }
@@ -78,7 +78,7 @@ func newConfiner(c Confinement, scratch []string) (*confiner, error) {
 		return nil, fmt.Errorf("build the Landlock ruleset: %w", err)
 	}
 	if fd < 0 {
-		return nil, errors.New("Landlock has nothing to enforce on this kernel")
+		return nil, errors.New("this kernel's Landlock has nothing to enforce")
 	}
 	cf := &confiner{work: make(chan func())}
 	ready := make(chan error, 1)

@@ -533,7 +533,7 @@ func (c *extController) coldStart(ctx context.Context, claim *unstructured.Unstr
 			return existing, "", "", nil
 		}
 		if existing.GetDeletionTimestamp() != nil {
-			return nil, "", "", fmt.Errorf("Sandbox %s/%s is still being deleted", ns, sb.GetName())
+			return nil, "", "", fmt.Errorf("the Sandbox %s/%s is still being deleted", ns, sb.GetName())
 		}
 		return nil, "SandboxNameConflict", "Sandbox " + sb.GetName() + " exists and is not this claim's", nil
 	} else if err != nil {
