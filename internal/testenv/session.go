@@ -12,7 +12,8 @@ import (
 )
 
 // Main runs the tests, then force-removes the Docker containers and volumes labelled
-// label=value and fails the run when there were any: a test left them behind.
+// label=value and fails the run when there were any: a test left them behind. It also
+// removes the binaries the tests built (RemoveBuilt).
 func Main(m *testing.M, label, value string) {
 	code := m.Run()
 	if leaked := RemoveLabelled(label, value); leaked != "" {
@@ -21,6 +22,7 @@ func Main(m *testing.M, label, value string) {
 			code = 1
 		}
 	}
+	RemoveBuilt()
 	os.Exit(code)
 }
 

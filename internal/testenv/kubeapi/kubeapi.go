@@ -147,6 +147,7 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }
 
@@ -163,6 +164,7 @@ func MainWithDocker(m *testing.M, label, value string) {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)
 		code = max(code, 1)
 	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }
 
