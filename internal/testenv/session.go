@@ -13,8 +13,10 @@ import (
 
 // Main runs the tests, then force-removes the Docker containers and volumes labelled
 // label=value and fails the run when there were any: a test left them behind. It also
-// removes the binaries the tests built (RemoveBuilt).
+// removes the binaries the tests built (RemoveBuilt). Before the tests it sweeps what dead
+// test processes left under label (SweepDead).
 func Main(m *testing.M, label, value string) {
+	ReportSwept(label)
 	code := m.Run()
 	if leaked := RemoveLabelled(label, value); leaked != "" {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left docker objects behind (now removed): %s\n", leaked)

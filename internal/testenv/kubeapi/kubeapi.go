@@ -155,6 +155,7 @@ func Main(m *testing.M) {
 // label=value (the fake node's pods): after the tests and the server's stop, it removes any
 // such object left and fails the run, as testenv.Main does.
 func MainWithDocker(m *testing.M, label, value string) {
+	testenv.ReportSwept(label)
 	code := m.Run()
 	if err := Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: kubeapi: %v\n", err)
