@@ -53,6 +53,7 @@ func Run(t testing.TB, sess sandbox.Session, script string) *sandbox.Result {
 	if err != nil {
 		t.Fatalf("Exec(%q) error = %v", script, err)
 	}
+	sandbox.LogOnFailure(t, "the session", script, res)
 	return res
 }
 

@@ -154,14 +154,24 @@ func (s *suite) ctx(t *testing.T) context.Context {
 	return ctx
 }
 
-// sh runs a script and fails the test if the runner fails.
+// sh runs a script and fails the test if the runner fails. If the test fails, the command,
+// the backend and what the command printed are in its log, not only the assertion's diff.
 func (s *suite) sh(t *testing.T, sess sandbox.Session, script string) *sandbox.Result {
 	t.Helper()
 	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script})
 	if err != nil {
-		t.Fatalf("Exec(%q) error = %v", script, err)
+		t.Fatalf("%s: Exec(%q) error = %v", s.name(), script, err)
 	}
+	sandbox.LogOnFailure(t, s.name(), script, res)
 	return res
+}
+
+// name is the backend under test, as failures name it.
+func (s *suite) name() string {
+	if s.gated {
+		return s.b.Name() + " (gated)"
+	}
+	return s.b.Name()
 }
 
 func (s *suite) testExecBasics(t *testing.T) {
