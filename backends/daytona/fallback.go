@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -232,42 +233,35 @@ type fbProc struct {
 func (p *fbProvider) Start(ctx context.Context, c shellwrap.Call) (shellwrap.Process, error) {
 	s, b := p.s, p.s.b
 	pr := &fbProc{p: p, prefix: strings.TrimSuffix(c.PidFile, ".pid"), sid: "hermes-" + randomID()}
-	names := make([]string, 0, len(c.Env))
 	size, inline := 0, true
-	for k, v := range c.Env {
-		names = append(names, k)
-		size, inline = size+len(k)+len(v)+3, inline && utf8.ValidString(v)
+	var env, script strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		size, inline = size+len(k)+len(c.Env[k])+3, inline && utf8.ValidString(c.Env[k])
+		env.WriteString(k + "=" + shQuote(c.Env[k]) + " ")
+		script.WriteString(k + "=" + shQuote(c.Env[k]) + "; export " + k + "\n")
 	}
-	sort.Strings(names)
 	words := make([]string, len(c.Argv))
 	for i, a := range c.Argv {
 		words[i] = shQuote(a)
 		size, inline = size+len(a)+3, inline && utf8.ValidString(a)
 	}
-	var env, script strings.Builder
-	for _, k := range names {
-		env.WriteString(k + "=" + shQuote(c.Env[k]) + " ")
-		script.WriteString(k + "=" + shQuote(c.Env[k]) + "; export " + k + "\n")
-	}
 	// c is `/bin/sh -c SCRIPT sh ARGS…` (shellwrap.Run's wrapper): the file runs SCRIPT itself
 	// with ARGS set, so that no long argument goes through an exec.
 	script.WriteString("set -- " + strings.Join(words[min(4, len(words)):], " ") + "\n" + c.Argv[2] + "\n")
-	files := map[string][]byte{}
+	files, stdin := map[string][]byte{}, "''"
 	if c.Stdin != nil {
 		data, err := io.ReadAll(io.LimitReader(c.Stdin, stdinMax+1))
+		switch {
+		case err != nil:
+			err = fmt.Errorf("read stdin: %w", err)
+		case len(data) > stdinMax:
+			err = fmt.Errorf("standard input over %d MiB: toolbox sessions take input as a file uploaded before the command; "+
+				"write it with write_file instead: %w", stdinMax>>20, sandbox.ErrInvalidConfig)
+		}
 		if err != nil {
-			return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("read stdin: %w", err)}
+			return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: err}
 		}
-		if len(data) > stdinMax {
-			return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("standard input over %d MiB: "+
-				"toolbox sessions take input as a file uploaded before the command; write it with write_file instead: %w",
-				stdinMax>>20, sandbox.ErrInvalidConfig)}
-		}
-		files[".in"] = data
-	}
-	stdin := "''"
-	if c.Stdin != nil {
-		stdin = "1"
+		files[".in"], stdin = data, "1"
 	}
 	line := fmt.Sprintf("HERMES_FB_SILENT=%d sh -c %s sh %s %s %s ", int(b.extra.CallerSilence.Seconds()), shQuote(fbRunner),
 		shQuote(pr.prefix), shQuote(c.State), stdin)
