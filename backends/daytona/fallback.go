@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,9 +21,9 @@ import (
 )
 
 // The session fallback, for sandboxes where the helper cannot run (daytona.channel: session,
-// or auto after the helper failed): each command is one toolbox process session — create it,
-// execute the command in it asynchronously, follow the command's log over a WebSocket while it
-// runs, delete the session.
+// or auto after the helper failed): each command runs through shellwrap.Run as one toolbox
+// process session — create it, execute the command in it asynchronously, follow the command's
+// log over a WebSocket while it runs, delete the session.
 //
 // The toolbox's log separates stdout from stderr, but line by line: each line gets a 3-byte
 // prefix (0x01 0x01 0x01 for stdout, 0x02 0x02 0x02 for stderr), a last line without a newline
@@ -31,13 +33,13 @@ import (
 // and stderr, which the toolbox labels; the client decodes them. Output streams while the
 // command runs, byte for byte, stdout and stderr apart. After the command the runner prints a
 // trailer: the exit code, whether the directory was missing, whether the state was saved
-// (the wrapper left its pid file when it was not), and the session's saved state.
+// (the wrapper left its pid file when it was not), and the session's saved state, which the
+// process reports to shellwrap.Run (shellwrap.StateProcess).
 //
-// State (cd, export) persists through shellwrap.Wrapper and a state file under
-// ~/.hermes-sandbox/fallback. A timeout or cancel kills the command's process tree with
-// shellwrap.KillTree through a second toolbox call (process/execute), then deletes the
-// session; the sandbox keeps running. A command whose start is unknown is killed, never
-// re-run.
+// State (cd, export) persists in a state file under ~/.hermes-sandbox/fallback. A timeout or
+// cancel kills the command's process tree with shellwrap.KillTree through a second toolbox
+// call (process/execute), then deletes the session; the sandbox keeps running. A command
+// whose start is unknown is killed, never re-run.
 
 // fbDir is where the fallback keeps its files, under the sandbox user's home.
 const fbDir = helperDir + "/fallback"
@@ -49,24 +51,25 @@ const inlineMax = 64 << 10
 // stdinMax bounds the standard input the fallback uploads for a command.
 const stdinMax = 16 << 20
 
-// fbRunner is run as `sh -c RUNNER sh DIR SESSION ID STDIN MODE PAYLOAD [ARGS…]`; MODE,
-// PAYLOAD and ARGS go to shellwrap.Wrapper. STDIN is a file to read ("" = /dev/null). The
-// runner's own diagnostics (a shell's "Terminated") go nowhere, and the command runs as a
-// job waited for, since some shells print that notice with the job's redirections in force;
-// fd 3 is the toolbox's stderr.
+// fbRunner is run as `sh -c RUNNER sh PREFIX STATE STDIN FILE [ARGV…]`, PREFIX and STATE
+// relative to $HOME: it runs ARGV (shellwrap.Run's wrapper), or the script PREFIX.sh when FILE
+// is set, with its input from PREFIX.in when STDIN is set (else /dev/null). The runner's own
+// diagnostics (a shell's "Terminated") go nowhere, and the command runs as a job waited for,
+// since some shells print that notice with the job's redirections in force; fd 3 is the
+// toolbox's stderr.
 //
 // A toolbox session outlives the client that started it, so the command dies with its caller
-// by a heartbeat: while the command runs the client writes ID.beat every Options.CallerBeat,
-// and a watchdog kills the command's tree after HERMES_FB_SILENT seconds
+// by a heartbeat: while the command runs the client writes PREFIX.beat every
+// Options.CallerBeat, and a watchdog kills the command's tree after HERMES_FB_SILENT seconds
 // (Options.CallerSilence) without one.
 var fbRunner = `exec 3>&2 2>/dev/null
 command -v od >/dev/null && command -v dd >/dev/null || { echo "hermes-sandbox: running commands as toolbox sessions needs dd and od in the sandbox" >&3; exit 125; }
-d=$1; st=$d/$2.env; p=$d/$3; in=${4:-/dev/null}; shift 4; __s=${HERMES_FB_SILENT:-20}; unset HERMES_FB_SILENT
-mkdir -p "$d" && : >"$p.out" && : >"$p.err" || { echo "hermes-sandbox: cannot write to $d" >&3; exit 125; }
+p=$HOME/$1; st=$HOME/$2; in=/dev/null; [ -n "$3" ] && in=$p.in; f=$4; shift 4; [ -n "$f" ] && set -- sh "$p.sh"; __s=${HERMES_FB_SILENT:-20}; unset HERMES_FB_SILENT
+mkdir -p "${p%/*}" && : >"$p.out" && : >"$p.err" || { echo "hermes-sandbox: cannot write to ${p%/*}" >&3; exit 125; }
 __fe() { exec 4<"$1"; n=0; while :; do f=0; [ -e "$p.done" ] && f=1; h=$(dd bs=16384 count=1 <&4 2>/dev/null | od -An -v -tx1); if [ -n "$h" ]; then printf '%s\n' "$h"; n=0; continue; fi; [ $f = 1 ] && break; n=$((n+1)); if [ $n -lt 25 ]; then sleep 0.02; elif [ $n -lt 100 ]; then sleep 0.1; else sleep 0.25; fi; done; }
 __fe "$p.out" & __o=$!
 __fe "$p.err" >&3 & __e=$!
-HERMES_FB_NODIR=$p.nodir sh -c ` + shQuote(shellwrap.Wrapper) + ` sh "$st" "$p.pid" "$@" <"$in" >"$p.out" 2>"$p.err" &
+HERMES_FB_NODIR=$p.nodir "$@" <"$in" >"$p.out" 2>"$p.err" &
 __c=$!
 ( n=0; while sleep 1; do if [ -e "$p.beat" ]; then rm -f "$p.beat"; n=0; else n=$((n+1)); [ $n -ge $__s ] && { sh -c ` + shQuote(shellwrap.KillTree) + ` sh "$p.pid"; exit; }; fi; done ) >/dev/null 3>&- &
 __b=$!
@@ -81,32 +84,11 @@ echo s; od -An -v -tx1 "$st" 2>/dev/null; echo z
 echo z >&3
 rm -f "$p.out" "$p.err" "$p.done" "$p.nodir" "$p.pid" "$p.sh" "$p.in" "$p.beat"`
 
-// fbKill is run through process/execute as `sh -c KILL sh ID`: it waits briefly for the
+// fbKill is run through process/execute as `sh -c KILL sh PREFIX`: it waits briefly for the
 // command's pid file (a command killed just after it was sent may not have written it yet)
 // and kills the command's process tree.
-var fbKill = `p=$HOME/` + fbDir + `/$1; i=0; while [ ! -s "$p.pid" ] && [ ! -e "$p.done" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; exec sh -c ` +
+var fbKill = `p=$HOME/$1; i=0; while [ ! -s "$p.pid" ] && [ ! -e "$p.done" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; exec sh -c ` +
 	shQuote(shellwrap.KillTree) + ` sh "$p.pid"`
-
-// beat writes the command's heartbeat file every Options.CallerBeat until ctx ends; the
-// first one waits a period, so a short command costs no call.
-func (s *session) beat(ctx context.Context, tb toolbox, sb sandboxInfo, id string) {
-	t := time.NewTicker(s.b.extra.CallerBeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		home, err := s.b.home(ctx, tb, sb)
-		if err == nil {
-			err = tb.upload(ctx, home+"/"+fbDir+"/"+id+".beat", nil)
-		}
-		if err != nil && ctx.Err() == nil {
-			s.b.log.Debug("heartbeat", "session", s.name, "err", err)
-		}
-	}
-}
 
 // errFallback says the helper cannot run in this sandbox.
 type errFallback struct{ reason string }
@@ -190,266 +172,237 @@ func (b *Backend) home(ctx context.Context, tb toolbox, sb sandboxInfo) (string,
 	return h, nil
 }
 
-// fbCommand is the command line for the toolbox session, and the files to upload first.
-type fbCommand struct {
-	line    string
-	payload []byte // uploaded as ID.sh when set
-}
-
-// buildCommand renders cmd for the runner. Per-command variables (and terminal.env_passthrough
-// values) are assignments in front of the runner, listed in HERMES_FB_CMDENV so that they win
-// over the session's state and are not saved in it: they travel in the toolbox request, never
-// on a process's command line. What a JSON string cannot carry, or what is too long for one
-// line, goes in a file.
-func (s *session) buildCommand(cmd sandbox.Command, id string, hasStdin bool) (fbCommand, error) {
-	pass := s.b.passthrough()
-	for k, v := range cmd.Env {
-		pass[k] = v
-	}
-	env, err := shellwrap.Env(nil, pass)
-	if err != nil {
-		return fbCommand{}, fmt.Errorf("%v: %w", err, sandbox.ErrInvalidConfig)
-	}
-	names := strings.Fields(env["HERMES_FB_CMDENV"])
-	inline := utf8.ValidString(cmd.Script) && len(cmd.Script) < inlineMax && utf8.ValidString(cmd.Dir)
-	size := len(cmd.Script)
-	for _, a := range cmd.Argv {
-		inline = inline && utf8.ValidString(a)
-		size += len(a) + 3
-	}
-	envInline := true
-	for _, k := range names {
-		envInline = envInline && utf8.ValidString(env[k])
-		size += len(env[k]) + len(k) + 3
-	}
-	inline = inline && envInline && size < inlineMax
-	var line strings.Builder
-	if len(names) > 0 {
-		line.WriteString("HERMES_FB_CMDENV=" + shQuote(strings.Join(names, " ")) + " ")
-	}
-	if cmd.Dir != "" {
-		if !utf8.ValidString(cmd.Dir) || strings.ContainsRune(cmd.Dir, 0) {
-			return fbCommand{}, fmt.Errorf("the directory %q is not UTF-8: %w", cmd.Dir, sandbox.ErrInvalidConfig)
-		}
-		line.WriteString("HERMES_FB_DIR=" + shQuote(cmd.Dir) + " ")
-	}
-	var out fbCommand
-	if inline {
-		for _, k := range names {
-			line.WriteString(k + "=" + shQuote(env[k]) + " ")
-		}
-	} else {
-		// Every per-command value goes in the file, set after the state is restored.
-		var f bytes.Buffer
-		for _, k := range names {
-			f.WriteString(k + "=" + shQuote(env[k]) + "; export " + k + "\n")
-		}
-		if len(cmd.Argv) > 0 {
-			words := make([]string, len(cmd.Argv))
-			for i, a := range cmd.Argv {
-				words[i] = shQuote(a)
-			}
-			f.WriteString("( exec " + strings.Join(words, " ") + " )\n")
-		} else {
-			f.WriteString(cmd.Script)
-			f.WriteString("\n")
-		}
-		out.payload = f.Bytes()
-	}
-	stdin := "''"
-	if hasStdin {
-		stdin = `"$HOME"/` + fbDir + "/" + id + ".in"
-	}
-	line.WriteString(fmt.Sprintf("HERMES_FB_SILENT=%d ", int(s.b.extra.CallerSilence.Seconds())))
-	line.WriteString("sh -c " + shQuote(fbRunner) + ` sh "$HOME"/` + fbDir + " " + shQuote(s.name) + " " + id + " " + stdin + " ")
-	switch {
-	case out.payload != nil:
-		line.WriteString(`file "$HOME"/` + fbDir + "/" + id + ".sh")
-	case len(cmd.Argv) > 0:
-		line.WriteString("argv ''")
-		for _, a := range cmd.Argv {
-			line.WriteString(" " + shQuote(a))
-		}
-	default:
-		line.WriteString("eval " + shQuote(cmd.Script))
-	}
-	out.line = line.String()
-	return out, nil
-}
-
 // execSession runs cmd in a toolbox process session of its own.
 func (s *session) execSession(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
-	b := s.b
-	if cmd.Script == "" && len(cmd.Argv) == 0 {
-		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("empty command: %w", sandbox.ErrInvalidConfig)}
+	fail := func(err error) (*sandbox.Result, error) {
+		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: err}
 	}
-	if s.isClosed() {
-		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: sandbox.ErrClosed}
+	switch {
+	case cmd.Script == "" && len(cmd.Argv) == 0:
+		return fail(fmt.Errorf("empty command: %w", sandbox.ErrInvalidConfig))
+	case s.isClosed():
+		return fail(sandbox.ErrClosed)
+	case !utf8.ValidString(cmd.Dir) || strings.ContainsRune(cmd.Dir, 0):
+		return fail(fmt.Errorf("the directory %q is not UTF-8: %w", cmd.Dir, sandbox.ErrInvalidConfig))
 	}
-	start := time.Now()
-	var stdin []byte
-	if cmd.Stdin != nil {
-		data, err := io.ReadAll(io.LimitReader(cmd.Stdin, stdinMax+1))
-		if err != nil {
-			return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("read stdin: %w", err)}
+	// terminal.env_passthrough values are per-command variables here, as cmd.Env's are: they
+	// win over the session's state and are not saved in it.
+	if pass := s.b.passthrough(); len(pass) > 0 {
+		for k, v := range cmd.Env {
+			pass[k] = v
 		}
-		if len(data) > stdinMax {
-			return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf(
-				"standard input over %d MiB: toolbox sessions take input as a file uploaded before the command; write it with write_file instead: %w", stdinMax>>20, sandbox.ErrInvalidConfig)}
-		}
-		stdin = data
+		cmd.Env = pass
 	}
 	sb, recreated, err := s.sandboxForFallback(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tb := b.api.toolbox(sb)
-	id := randomID()
-	fc, err := s.buildCommand(cmd, id, cmd.Stdin != nil)
-	if err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: err}
+	p := &fbProvider{s: s, sb: sb, tb: s.b.api.toolbox(sb)}
+	res, err := shellwrap.Run(ctx, p, shellwrap.Options{Backend: Name, Session: s.name, Dir: fbDir,
+		SpillDir: s.b.spillDir, Log: s.b.log}, cmd)
+	if res != nil {
+		res.EnvironmentRecreated = recreated
 	}
-	if fc.payload != nil || cmd.Stdin != nil {
-		home, err := b.home(ctx, tb, sb)
+	return res, err
+}
+
+// fbProvider is shellwrap.Provider over toolbox process sessions in one sandbox. Its paths
+// may be relative to the sandbox user's home.
+type fbProvider struct {
+	s  *session
+	sb sandboxInfo
+	tb toolbox
+}
+
+// fbProc is a command running in a toolbox session: its log is followed into dec.
+type fbProc struct {
+	p          *fbProvider
+	prefix     string // the command's files, relative to $HOME
+	sid        string // the toolbox session
+	dec        *fbDecoder
+	followed   chan error // the follower's end
+	stopFollow func()
+	stopBeat   func() // stops the heartbeat and waits for it
+}
+
+// Start runs c as the toolbox session's one command, behind fbRunner. Its variables are
+// assignments in front of the runner: they travel in the toolbox request, never on a
+// process's command line. What a JSON string cannot carry, or what is too long for one line,
+// goes in a script uploaded first (PREFIX.sh), as does the standard input (PREFIX.in).
+// Run's calls are all `/bin/sh -c SCRIPT sh ARGS…`.
+func (p *fbProvider) Start(ctx context.Context, c shellwrap.Call) (shellwrap.Process, error) {
+	s, b := p.s, p.s.b
+	pr := &fbProc{p: p, prefix: strings.TrimSuffix(c.PidFile, ".pid"), sid: "hermes-" + randomID()}
+	size, inline := 0, true
+	var env, script strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+		size, inline = size+len(k)+len(c.Env[k])+3, inline && utf8.ValidString(c.Env[k])
+		env.WriteString(k + "=" + shQuote(c.Env[k]) + " ")
+		script.WriteString(k + "=" + shQuote(c.Env[k]) + "; export " + k + "\n")
+	}
+	words := make([]string, len(c.Argv))
+	for i, a := range c.Argv {
+		words[i] = shQuote(a)
+		size, inline = size+len(a)+3, inline && utf8.ValidString(a)
+	}
+	// c is `/bin/sh -c SCRIPT sh ARGS…` (shellwrap.Run's wrapper): the file runs SCRIPT itself
+	// with ARGS set, so that no long argument goes through an exec.
+	script.WriteString("set -- " + strings.Join(words[min(4, len(words)):], " ") + "\n" + c.Argv[2] + "\n")
+	files, stdin := map[string][]byte{}, "''"
+	if c.Stdin != nil {
+		data, err := io.ReadAll(io.LimitReader(c.Stdin, stdinMax+1))
+		switch {
+		case err != nil:
+			err = fmt.Errorf("read stdin: %w", err)
+		case len(data) > stdinMax:
+			err = fmt.Errorf("standard input over %d MiB: toolbox sessions take input as a file uploaded before the command; "+
+				"write it with write_file instead: %w", stdinMax>>20, sandbox.ErrInvalidConfig)
+		}
 		if err != nil {
-			return nil, err
+			return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: err}
 		}
-		if fc.payload != nil {
-			if err := tb.upload(ctx, home+"/"+fbDir+"/"+id+".sh", fc.payload); err != nil {
-				return nil, b.apiErr("upload command", s.name, err)
-			}
-		}
-		if cmd.Stdin != nil {
-			if err := tb.upload(ctx, home+"/"+fbDir+"/"+id+".in", stdin); err != nil {
-				return nil, b.apiErr("upload stdin", s.name, err)
-			}
+		files[".in"], stdin = data, "1"
+	}
+	line := fmt.Sprintf("HERMES_FB_SILENT=%d sh -c %s sh %s %s %s ", int(b.extra.CallerSilence.Seconds()), shQuote(fbRunner),
+		shQuote(pr.prefix), shQuote(c.State), stdin)
+	if inline && size < inlineMax {
+		line = env.String() + line + "'' " + strings.Join(words, " ")
+	} else {
+		line += "1"
+		files[".sh"] = []byte(script.String())
+	}
+	for ext, data := range files {
+		if err := p.WriteFile(ctx, pr.prefix+ext, data); err != nil {
+			return nil, b.apiErr(map[string]string{".in": "upload stdin", ".sh": "upload command"}[ext], s.name, err)
 		}
 	}
-	sid := "hermes-" + id
-	if err := tb.createSession(ctx, sid); err != nil {
+	if err := p.tb.createSession(ctx, pr.sid); err != nil {
 		return nil, b.apiErr("create session", s.name, err)
 	}
-	abandoned := false
-	// From here the session is deleted whatever happens, even after the caller gave up,
-	// unless the caller went (Close) as a killed one would, without a word.
-	defer func() {
-		if abandoned {
-			return
-		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		defer cancel()
-		if err := tb.deleteSession(dctx, sid); err != nil && statusOf(err) != http.StatusNotFound {
-			b.log.Debug("delete toolbox session", "session_id", sid, "err", err)
-		}
-	}()
-	cmdID, err := tb.sessionExec(ctx, sid, fc.line)
+	cmdID, err := p.tb.sessionExec(ctx, pr.sid, line)
 	if err != nil {
-		if isNetErr(err) || ctx.Err() != nil || statusOf(err)/100 == 5 {
+		if isNetErr(err) || statusOf(err)/100 == 5 {
 			// It may have started: make sure it is not running; never send it again.
-			s.kill(ctx, tb, id)
+			pr.Kill(ctx)
 		}
+		pr.deleteSession(ctx)
 		return nil, b.apiErr("exec", s.name, err)
 	}
-	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	bctx, stopBeat := context.WithCancel(ctx)
 	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
-		s.beat(bctx, tb, sb, id)
+		pr.beat(bctx)
 	}()
-	defer func() {
-		stopBeat()
-		<-beatDone
-	}()
-	capture := sandbox.NewCapture(cmd.OutputLimit, b.spillDir).ForSession(s.name, cmd.SpillLimit)
-	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
-	dec := &fbDecoder{out: stdout, err: stderr}
+	pr.stopBeat = func() { stopBeat(); <-beatDone }
 	// The follower reads until the runner's trailers, or until it is stopped after a kill or
 	// when the session is closed under it.
-	fctx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopFollow()
-	followed := make(chan error, 1)
-	go func() { followed <- s.follow(fctx, tb, sid, cmdID, dec) }()
-	res := &sandbox.Result{EnvironmentRecreated: recreated}
-	var ferr error
-	ended := s.orGone(followed, stopFollow) // the follower's end from here on
-	ferr, res.TimedOut, res.Interrupted = shellwrap.Await(ctx, cmd.Timeout, ended)
-	if s.isClosed() && ferr != nil {
-		// Closed while the command ran: nothing more is said to the sandbox, as after a
-		// killed caller; the command dies when its heartbeat stops (see fbRunner).
-		abandoned = true
-		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: sandbox.ErrClosed}
-	}
-	if res.TimedOut || res.Interrupted {
-		s.kill(ctx, tb, id)
-		// The runner outlives the command: it sends what was written and its trailer.
+	fctx, stopFollow := context.WithCancel(ctx)
+	pr.dec, pr.stopFollow = &fbDecoder{out: c.Stdout, err: c.Stderr}, stopFollow
+	pr.followed = make(chan error, 1)
+	go func() { pr.followed <- s.follow(fctx, p.tb, pr.sid, cmdID, pr.dec) }()
+	return pr, nil
+}
+
+// beat writes the command's heartbeat file every Options.CallerBeat until ctx ends; the
+// first one waits a period, so a short command costs no call.
+func (pr *fbProc) beat(ctx context.Context) {
+	t := time.NewTicker(pr.p.s.b.extra.CallerBeat)
+	defer t.Stop()
+	for {
 		select {
-		case <-ended:
-		case <-time.After(15 * time.Second):
-			stopFollow()
-			<-ended
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		res.ExitCode = sandbox.ExitTimeout
-		if res.Interrupted {
-			res.ExitCode = sandbox.ExitInterrupted
+		if err := pr.p.WriteFile(ctx, pr.prefix+".beat", nil); err != nil && ctx.Err() == nil {
+			pr.p.s.b.log.Debug("heartbeat", "session", pr.p.s.name, "err", err)
 		}
-	} else if ferr != nil {
-		// The command's log is lost; it may still run: it is not left behind.
-		s.kill(ctx, tb, id)
-		return nil, b.apiErr("exec", s.name, ferr)
-	} else {
-		res.ExitCode = dec.code
 	}
-	if dec.trailer {
-		st := fbState{known: true, cwd: ""}
-		if env, err := shellwrap.ParseExports(string(dec.state)); err == nil {
-			st.cwd = env["HERMES_FB_PWD"]
+}
+
+func (pr *fbProc) Wait(ctx context.Context) (int, error) {
+	e, err := pr.WaitState(ctx)
+	return e.Code, err
+}
+
+// WaitState waits for the runner's trailer and keeps the state it carried for ShellState.
+// A session closed under the command abandons it, as a killed caller would, without a word
+// to the sandbox: it dies when its heartbeat stops (see fbRunner). Otherwise the toolbox
+// session is deleted, and a command whose log was lost is killed.
+func (pr *fbProc) WaitState(ctx context.Context) (shellwrap.Exit, error) {
+	s := pr.p.s
+	var err error
+	select {
+	case err = <-pr.followed:
+	case <-s.gone:
+		pr.stopFollow()
+		<-pr.followed
+		err = sandbox.ErrClosed
+	case <-ctx.Done(): // the command outlived its kill
+		pr.stopFollow()
+		err = <-pr.followed
+	}
+	pr.stopFollow()
+	pr.stopBeat()
+	if s.isClosed() && err != nil {
+		return shellwrap.Exit{}, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: sandbox.ErrClosed}
+	}
+	if err != nil && ctx.Err() == nil {
+		pr.Kill(ctx) // it may still run: it is not left behind
+	}
+	pr.deleteSession(ctx)
+	if err != nil {
+		return shellwrap.Exit{}, s.b.apiErr("exec", s.name, err)
+	}
+	e := shellwrap.Exit{Code: pr.dec.code}
+	if pr.dec.trailer {
+		if env, err := shellwrap.ParseExports(string(pr.dec.state)); err == nil {
+			e.Cwd = env["HERMES_FB_PWD"]
 			delete(env, "HERMES_FB_PWD")
-			st.env = env
-			res.Cwd = st.cwd
-			s.setState(st)
+			s.setState(fbState{known: true, cwd: e.Cwd, env: env})
 		}
+		e.NoDir, e.Unsaved = pr.dec.nodir, pr.dec.unsaved && !pr.dec.nodir
 	}
-	if dec.trailer && dec.unsaved && !dec.nodir && !res.TimedOut && !res.Interrupted {
-		res.StateNotSaved, res.StateError = true, shellwrap.StateNotSavedReason
-	}
-	if dec.nodir && !res.TimedOut && !res.Interrupted {
-		return nil, &sandbox.Error{Backend: Name, Op: "exec", ID: s.name, Err: fmt.Errorf("no such directory %q: %w", cmd.Dir, sandbox.ErrNotFound)}
-	}
-	res.Duration = time.Since(start)
-	if err := capture.Finish(res); err != nil {
-		b.log.Warn("output spill failed", "err", err)
-	}
-	if res.Interrupted {
-		return res, fmt.Errorf("exec interrupted: %w", ctx.Err())
-	}
-	return res, nil
+	return e, nil
 }
 
-// orGone passes on the follower's end, or stops it and ends with ErrClosed when the session
-// is closed first.
-func (s *session) orGone(followed <-chan error, stop func()) <-chan error {
-	out := make(chan error, 1)
-	go func() {
-		select {
-		case err := <-followed:
-			out <- err
-		case <-s.gone:
-			stop()
-			<-followed
-			out <- sandbox.ErrClosed
-		}
-	}()
-	return out
+// deleteSession deletes the command's toolbox session, even after the caller gave up.
+func (pr *fbProc) deleteSession(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := pr.p.tb.deleteSession(dctx, pr.sid); err != nil && statusOf(err) != http.StatusNotFound {
+		pr.p.s.b.log.Debug("delete toolbox session", "session_id", pr.sid, "err", err)
+	}
 }
 
-// kill kills the process tree of command id through a second toolbox call.
-func (s *session) kill(ctx context.Context, tb toolbox, id string) {
+// Kill kills the command's process tree through a second toolbox call.
+func (pr *fbProc) Kill(ctx context.Context) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	res, err := tb.execute(kctx, "sh -c "+shQuote(fbKill)+" sh "+id, "", 25*time.Second)
+	res, err := pr.p.tb.execute(kctx, "sh -c "+shQuote(fbKill)+" sh "+shQuote(pr.prefix), "", 25*time.Second)
 	if err != nil || res.ExitCode != 0 {
-		s.b.log.Warn("killing a command's processes failed", "session", s.name, "err", err, "exit", res.ExitCode, "output", res.Result)
+		pr.p.s.b.log.Warn("killing a command's processes failed", "session", pr.p.s.name, "err", err, "exit", res.ExitCode,
+			"output", res.Result)
 	}
+}
+
+// ReadFile is not called: Run reads no state back from a StateProcess.
+func (p *fbProvider) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	home, err := p.s.b.home(ctx, p.tb, p.sb)
+	if err != nil {
+		return nil, err
+	}
+	return p.tb.download(ctx, home+"/"+path)
+}
+
+// WriteFile uploads data to path, relative to the sandbox user's home.
+func (p *fbProvider) WriteFile(ctx context.Context, path string, data []byte) error {
+	home, err := p.s.b.home(ctx, p.tb, p.sb)
+	if err != nil {
+		return err
+	}
+	return p.tb.upload(ctx, home+"/"+path, data)
 }
 
 // follow reads the command's log over the toolbox WebSocket until the runner's trailers.

@@ -33,6 +33,9 @@ type Call struct {
 	Stdin io.Reader         // nil: no input
 	// Stdout and Stderr receive the output as it comes; they are nil for a kill.
 	Stdout, Stderr io.Writer
+	// State and PidFile are the wrapper's state and pid files (Argv names them too), for a
+	// provider whose process reports them itself (StateProcess); "" for a kill.
+	State, PidFile string
 }
 
 // Process is a started Call.
@@ -41,11 +44,34 @@ type Process interface {
 	Wait(ctx context.Context) (int, error)
 }
 
+// StateProcess is a Process that learns how the wrapper ended along with its exit, so Run
+// reads no files after it. WaitState is called instead of Wait.
+type StateProcess interface {
+	Process
+	WaitState(ctx context.Context) (Exit, error)
+}
+
+// Exit is how a wrapped command ended, as a StateProcess reports it.
+type Exit struct {
+	Code    int
+	Cwd     string // the saved directory; "" if unknown
+	Unsaved bool   // the wrapper left its pid file: the state was not saved
+	NoDir   bool   // the wrapper could not enter cmd.Dir (HERMES_FB_NODIR)
+}
+
+// Killer is a Process that kills its own process tree (by default Run starts KillTree).
+type Killer interface {
+	Kill(ctx context.Context)
+}
+
 // Options configures Run for one backend's session.
 type Options struct {
 	Backend string // for errors
 	Session string // the session's name: its state is Dir/Session.env
-	Dir     string // absolute directory in the sandbox for the state, pid and script files
+	// Dir is the directory in the sandbox for the state, pid and script files: absolute, or
+	// relative to the sandbox user's home ($HOME) where the provider resolves it (the wrapper
+	// does; ReadFile and WriteFile must too).
+	Dir string
 	// PassEnv is added to each command's environment (terminal.env_passthrough) before the
 	// session's state is restored, so it seeds a new session and the state wins over it.
 	PassEnv map[string]string
@@ -66,6 +92,7 @@ const killWait = 30 * time.Second
 // 124) or when ctx ends (exit 130, with an error wrapping ctx's) the command's process tree
 // is killed through a second process. A command that ended without saving its state (its
 // pid file is left) is reported in Result.StateNotSaved; Result.Cwd is the saved directory.
+// A missing cmd.Dir is ErrNotFound where the process reports it (Exit.NoDir).
 func Run(ctx context.Context, p Provider, o Options, cmd sandbox.Command) (*sandbox.Result, error) {
 	start := time.Now()
 	fail := func(err error) (*sandbox.Result, error) {
@@ -110,29 +137,40 @@ func Run(ctx context.Context, p Provider, o Options, cmd sandbox.Command) (*sand
 	capture := sandbox.NewCapture(cmd.OutputLimit, o.SpillDir).ForSession(o.Session, cmd.SpillLimit)
 	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
 	runCtx := context.WithoutCancel(ctx) // the command is stopped by killing it, not by dropping the call
-	proc, err := p.Start(runCtx, Call{Argv: argv, Env: env, Stdin: cmd.Stdin, Stdout: stdout, Stderr: stderr})
+	proc, err := p.Start(runCtx, Call{Argv: argv, Env: env, Stdin: cmd.Stdin, Stdout: stdout, Stderr: stderr,
+		State: state, PidFile: pidFile})
 	if err != nil {
 		return nil, err
 	}
 	type waited struct {
-		code int
+		exit Exit
 		err  error
 	}
 	done := make(chan waited, 1)
+	wctx, stopWait := context.WithCancel(runCtx) // stops the wait of a command that outlived its kill
+	defer stopWait()
+	sp, reports := proc.(StateProcess)
 	go func() {
-		code, err := proc.Wait(runCtx)
-		done <- waited{code, err}
+		var w waited
+		if reports {
+			w.exit, w.err = sp.WaitState(wctx)
+		} else {
+			w.exit.Code, w.err = proc.Wait(wctx)
+		}
+		done <- w
 	}()
 	res := &sandbox.Result{}
 	var w waited
 	w, res.TimedOut, res.Interrupted = Await(ctx, cmd.Timeout, done)
 	if res.TimedOut || res.Interrupted {
 		kctx, cancel := context.WithTimeout(runCtx, killWait)
-		if kp, err := p.Start(kctx, Call{Argv: []string{"/bin/sh", "-c", KillTree, "sh", pidFile}}); err == nil {
+		if k, ok := proc.(Killer); ok {
+			k.Kill(kctx)
+		} else if kp, err := p.Start(kctx, Call{Argv: []string{"/bin/sh", "-c", KillTree, "sh", pidFile}}); err == nil {
 			kp.Wait(kctx)
 		}
 		select {
-		case <-done:
+		case w = <-done:
 		case <-kctx.Done():
 		}
 		cancel()
@@ -144,24 +182,34 @@ func Run(ctx context.Context, p Provider, o Options, cmd sandbox.Command) (*sand
 		if w.err != nil {
 			return nil, w.err
 		}
-		res.ExitCode = w.code
+		res.ExitCode = w.exit.Code
 	}
-	// The wrapper removes its pid file once the state is saved: a pid file left by a command
-	// that was not killed means its state was not saved. Both reads go at once.
-	unsaved := make(chan bool, 1)
-	go func() {
-		if res.TimedOut || res.Interrupted {
-			unsaved <- false
-			return
+	if reports {
+		res.Cwd = w.exit.Cwd
+	} else {
+		// The wrapper removes its pid file once the state is saved: a pid file left by a
+		// command that was not killed means its state was not saved. Both reads go at once.
+		unsaved := make(chan bool, 1)
+		go func() {
+			if res.TimedOut || res.Interrupted {
+				unsaved <- false
+				return
+			}
+			_, err := p.ReadFile(runCtx, pidFile)
+			unsaved <- err == nil
+		}()
+		if data, err := p.ReadFile(runCtx, state+".cwd"); err == nil {
+			res.Cwd = string(data)
 		}
-		_, err := p.ReadFile(runCtx, pidFile)
-		unsaved <- err == nil
-	}()
-	if data, err := p.ReadFile(runCtx, state+".cwd"); err == nil {
-		res.Cwd = string(data)
+		w.exit.Unsaved = <-unsaved
 	}
-	if <-unsaved {
-		res.StateNotSaved, res.StateError = true, StateNotSavedReason
+	if !res.TimedOut && !res.Interrupted {
+		if w.exit.NoDir {
+			return fail(fmt.Errorf("no such directory %q: %w", cmd.Dir, sandbox.ErrNotFound))
+		}
+		if w.exit.Unsaved {
+			res.StateNotSaved, res.StateError = true, StateNotSavedReason
+		}
 	}
 	res.Duration = time.Since(start)
 	if err := capture.Finish(res); err != nil && o.Log != nil {

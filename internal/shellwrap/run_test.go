@@ -187,3 +187,84 @@ func TestEnv(t *testing.T) {
 		t.Errorf("Env(1X) = nil error; want one")
 	}
 }
+
+// reporting is a Provider whose processes report their own end (StateProcess) and kill their
+// own tree (Killer), as a provider does that reads the wrapper's files in the sandbox: here
+// under HOME, since Options.Dir is relative to it.
+type reporting struct {
+	*localSh
+	kills int
+}
+
+type reportingProc struct {
+	localProc
+	p    *reporting
+	call Call
+}
+
+func (p *reporting) Start(ctx context.Context, c Call) (Process, error) {
+	c.Env["HERMES_FB_NODIR"] = filepath.Join(p.home, c.PidFile+".nodir")
+	proc, err := p.localSh.Start(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return &reportingProc{proc.(localProc), p, c}, nil
+}
+
+func (p *reportingProc) WaitState(ctx context.Context) (Exit, error) {
+	code, err := p.Wait(ctx)
+	e := Exit{Code: code}
+	cwd, _ := os.ReadFile(filepath.Join(p.p.home, p.call.State+".cwd"))
+	_, pidErr := os.Stat(filepath.Join(p.p.home, p.call.PidFile))
+	_, noDirErr := os.Stat(filepath.Join(p.p.home, p.call.PidFile+".nodir"))
+	e.Cwd, e.Unsaved, e.NoDir = string(cwd), pidErr == nil, noDirErr == nil
+	return e, err
+}
+
+func (p *reportingProc) Kill(ctx context.Context) {
+	p.p.kills++
+	exec.Command("/bin/sh", "-c", KillTree, "sh", filepath.Join(p.p.home, p.call.PidFile)).Run()
+}
+
+func (p *reporting) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	return nil, errors.New("ReadFile(" + path + "): a StateProcess's state is not read back")
+}
+
+// TestRunStateProcess: a process that reports its end feeds Result (directory, unsaved state,
+// missing directory) with no file read back, a relative Options.Dir is under $HOME, and a
+// Killer kills its own tree on a timeout.
+func TestRunStateProcess(t *testing.T) {
+	local, o := newLocal(t)
+	p := &reporting{localSh: local}
+	o.Dir = ".hermes/fallback"
+	dir := t.TempDir()
+	res := runOK(t, p, o, sandbox.Command{Script: "cd " + dir + " && export K=kept"})
+	if res.Cwd != dir || res.StateNotSaved {
+		t.Errorf("Run = cwd %q unsaved %v; want %q, saved", res.Cwd, res.StateNotSaved, dir)
+	}
+	if _, err := os.Stat(filepath.Join(local.home, o.Dir, o.Session+".env")); err != nil {
+		t.Errorf("state file under HOME: %v", err)
+	}
+	if res = runOK(t, p, o, sandbox.Command{Script: `pwd; echo "$K"`}); res.Stdout != dir+"\nkept\n" {
+		t.Errorf("state across commands = %q; want %q, kept", res.Stdout, dir)
+	}
+	res = runOK(t, p, o, sandbox.Command{Script: "cd / && __hermes_st=/nonexistent-hermes-dir/state"})
+	if !res.StateNotSaved || res.StateError == "" {
+		t.Errorf("unwritable state = not saved %v %q; want true and a reason", res.StateNotSaved, res.StateError)
+	}
+	if _, err := Run(t.Context(), p, o, sandbox.Command{Script: "true", Dir: "/nonexistent-hermes-dir"}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("missing Dir = %v; want ErrNotFound", err)
+	}
+	pidf := filepath.Join(t.TempDir(), "bg")
+	res, err := Run(t.Context(), p, o, sandbox.Command{Script: "setsid sleep 3004 & echo $! >" + pidf + "; sleep 3005",
+		Timeout: 500 * time.Millisecond})
+	if err != nil || res.ExitCode != sandbox.ExitTimeout || p.kills != 1 || res.Cwd != dir {
+		t.Fatalf("timeout = %+v, %v, %d kills; want exit 124, one kill, cwd %q", res, err, p.kills, dir)
+	}
+	b, err := os.ReadFile(pidf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, pid)
+}

@@ -16,7 +16,8 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// Wrapper is run as `sh -c WRAPPER sh STATE PIDFILE MODE PAYLOAD [ARGS…]`. It restores the
+// Wrapper is run as `sh -c WRAPPER sh STATE PIDFILE MODE PAYLOAD [ARGS…]` (relative STATE and
+// PIDFILE are under $HOME). It restores the
 // session's directory and exported variables from the state file STATE, runs the command in
 // the same shell and saves them again on exit, even after `exit N`. MODE is "eval" (PAYLOAD is
 // a script), "file" (PAYLOAD is a script file to source) or "argv" (ARGS are the program and
@@ -37,6 +38,7 @@ import (
 // saved (a full or unwritable disk, or the script left through exec or through exit with its
 // own EXIT trap).
 const Wrapper = `__hermes_st=$1; pf=$2; mode=$3; payload=$4; shift 4
+case $__hermes_st in /*) ;; *) __hermes_st=$HOME/$__hermes_st pf=$HOME/$pf ;; esac
 mkdir -p "${__hermes_st%/*}" 2>/dev/null; echo $$ > "$pf"
 __hs_save() { __hs_rc=$?; if [ -z "${__hs_saved-}" ]; then __hs_saved=1; for __hs_n in ${HERMES_FB_CMDENV-}; do unset "$__hs_n"; done; unset HERMES_FB_CMDENV; HERMES_FB_PWD=$PWD; export HERMES_FB_PWD; if { { export -p; } > "$__hermes_st.$$" && mv -f "$__hermes_st.$$" "$__hermes_st" && printf '%s' "$PWD" > "$__hermes_st.cwd.$$" && mv -f "$__hermes_st.cwd.$$" "$__hermes_st.cwd"; } 2>/dev/null; then rm -f "$pf"; else rm -f "$__hermes_st.$$" "$__hermes_st.cwd.$$" 2>/dev/null; fi; fi; exit $__hs_rc; }
 for __hs_n in $HERMES_FB_CMDENV; do eval "__hs_v_$__hs_n=\${$__hs_n-}"; done
