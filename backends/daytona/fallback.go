@@ -105,7 +105,7 @@ func isFallback(err error) bool {
 	return errors.As(err, &fb)
 }
 
-var randomID = shellwrap.RandomID
+func randomID() string { return sandbox.RandomHex(8) }
 
 // fbState is the shell state the fallback's last command saved.
 type fbState struct {

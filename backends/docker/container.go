@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
@@ -265,7 +263,7 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 // upload of the single directory entry "w/" into its root sets the owner. It costs about
 // 50 ms, spent while the sandbox container starts.
 func (b *Backend) prepareWorkspace(ctx context.Context, vol string, uid, gid int) error {
-	name := "hermes-prep-" + b.scope + "-" + randomID()
+	name := "hermes-prep-" + b.scope + "-" + sandbox.RandomHex(5)
 	labels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: rolePrep,
 		labelCreated: time.Now().UTC().Format(time.RFC3339Nano)}
 	for k, v := range b.extra.Labels {
@@ -377,12 +375,6 @@ func createdLabel(labels map[string]string) time.Time {
 // cleanupContext is for removing things after the caller may have given up.
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-}
-
-func randomID() string {
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func shortID(id string) string {

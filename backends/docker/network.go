@@ -190,7 +190,7 @@ func (b *Backend) listenEgressSock() (net.Listener, string, error) {
 		return nil, "", err
 	}
 	defer d.Close()
-	name := randomID() + randomID() + ".sock"
+	name := sandbox.RandomHex(5) + sandbox.RandomHex(5) + ".sock"
 	addr := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), name)
 	l, err := net.Listen("unix", addr)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/agent"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // The warm pool keeps docker.pool_size hardened containers created and started, each with a
@@ -172,7 +173,7 @@ func (p *pool) fill(ctx context.Context) (*poolEntry, error) {
 	if err := b.prepare(cctx); err != nil {
 		return nil, err
 	}
-	name := "hermes-pool-" + b.scope + "-" + randomID()
+	name := "hermes-pool-" + b.scope + "-" + sandbox.RandomHex(5)
 	id, err := b.create(cctx, name, rolePool, "")
 	if err != nil {
 		return nil, err

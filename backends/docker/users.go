@@ -82,7 +82,7 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config:     &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels},
 		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"}},
-		Name:       "hermes-prep-" + b.scope + "-" + randomID()})
+		Name:       "hermes-prep-" + b.scope + "-" + sandbox.RandomHex(5)})
 	if err != nil {
 		if isNotFound(err) {
 			return userIDs{}, b.imageMissing(ctx, err)

@@ -108,7 +108,7 @@ func writeAtomic(ctx context.Context, cl *sftp.Client, full string, data []byte,
 	if fi, err := cl.Stat(full); err == nil && fi.IsDir() {
 		return fmt.Errorf("is a directory: %w", sandbox.ErrInvalidConfig)
 	}
-	tmp := path.Join(path.Dir(full), ".hermes-write-"+randomHex(6))
+	tmp := path.Join(path.Dir(full), ".hermes-write-"+sandbox.RandomHex(6))
 	f, err := cl.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return err
@@ -208,7 +208,7 @@ func (s *shellSession) StartJob(ctx context.Context, cmd sandbox.Command) (sandb
 	if err != nil {
 		return sandbox.JobStatus{}, wrap("job start", s.name, fmt.Errorf("%w: %w", err, sandbox.ErrInvalidConfig))
 	}
-	jid := "job-" + randomHex(4)
+	jid := "job-" + sandbox.RandomHex(4)
 	dir := s.jobsDir() + "/" + jid
 	pid, ticks, err := s.jobStart(ctx, dir, script, w)
 	if err != nil {

@@ -149,7 +149,7 @@ func (s *shellSession) startShell(ctx context.Context) (*shellChan, error) {
 		_ = sess.Wait()
 		close(sc.exited)
 	}()
-	ta, tb := randomHex(8), randomHex(8)
+	ta, tb := sandbox.RandomHex(8), sandbox.RandomHex(8)
 	tok := []byte(ta + tb)
 	// terminal.env_passthrough values arrive over stdin, never on a command line. Like the
 	// helper's seed_env, they add names the session does not have: a new session exports them;
@@ -359,8 +359,8 @@ type endInfo struct {
 
 // run sends one command and collects its output and end markers.
 func (s *shellSession) run(ctx context.Context, sc *shellChan, cmd sandbox.Command, w string, start time.Time) (*sandbox.Result, error) {
-	id := randomHex(8)
-	ta, tb := randomHex(8), randomHex(8)
+	id := sandbox.RandomHex(8)
+	ta, tb := sandbox.RandomHex(8), sandbox.RandomHex(8)
 	tok := []byte(ta + tb)
 	stdinFlag := "0"
 	if cmd.Stdin != nil {
@@ -601,7 +601,7 @@ func (s *shellSession) jobStart(ctx context.Context, jobDir, script, w string) (
 		return 0, 0, err
 	}
 	defer s.putShell(sc)
-	ta, tb := randomHex(8), randomHex(8)
+	ta, tb := sandbox.RandomHex(8), sandbox.RandomHex(8)
 	tok := []byte(ta + tb)
 	type reply struct {
 		body []byte

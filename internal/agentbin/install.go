@@ -2,14 +2,14 @@ package agentbin
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // Target is a sandbox the helper is installed in, through a backend's own transport.
@@ -27,7 +27,7 @@ type Target interface {
 // executable (0700) and renamed into place. A short or corrupt upload is removed and
 // reported as an *InstallError with Code ExitCorrupt; it is never installed.
 func Install(ctx context.Context, t Target, b *Binary, final string) error {
-	tmp := path.Join(path.Dir(final), ".up-"+randomHex(6))
+	tmp := path.Join(path.Dir(final), ".up-"+sandbox.RandomHex(6))
 	r, err := b.Open()
 	if err != nil {
 		return err
@@ -94,10 +94,4 @@ func (e *InstallError) CannotRun() bool { return e.Code != ExitCorrupt }
 func IsCorrupt(err error) bool {
 	var ie *InstallError
 	return errors.As(err, &ie) && ie.Code == ExitCorrupt
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

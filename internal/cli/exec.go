@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,7 +140,7 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		case cmd.Flags().Changed("session"):
 			return usagef("exec: --session names a session that stays; an ephemeral run has a fresh sandbox of its own")
 		}
-		f.session = "ephemeral-" + randomID()
+		f.session = "ephemeral-" + sandbox.RandomHex(4)
 	}
 	if code, handled := a.useOwner(cfg, ephemeral); handled {
 		if code != 0 {
@@ -244,12 +242,6 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 }
 
 // randomID is 8 random hex characters.
-func randomID() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

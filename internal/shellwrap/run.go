@@ -2,8 +2,6 @@ package shellwrap
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -101,7 +99,7 @@ func Run(ctx context.Context, p Provider, o Options, cmd sandbox.Command) (*sand
 	if cmd.Script == "" && len(cmd.Argv) == 0 {
 		return fail(fmt.Errorf("empty command: %w", sandbox.ErrInvalidConfig))
 	}
-	prefix := o.Dir + "/" + o.Session + "." + RandomID()
+	prefix := o.Dir + "/" + o.Session + "." + sandbox.RandomHex(8)
 	state, pidFile := o.Dir+"/"+o.Session+".env", prefix+".pid"
 	argv := []string{"/bin/sh", "-c", Wrapper, "sh", state, pidFile}
 	size := 0
@@ -242,11 +240,4 @@ func Env(base, cmd map[string]string) (map[string]string, error) {
 		env["HERMES_FB_CMDENV"] = strings.Join(names, " ")
 	}
 	return env, nil
-}
-
-// RandomID returns 16 random hex digits, for names of a command's files.
-func RandomID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
