@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 )
 
@@ -39,9 +38,7 @@ type WaitReporter struct {
 	limit  string // "5m0s (kubernetes.start_timeout)"
 	every  time.Duration
 	start  time.Time
-
-	mu   sync.Mutex
-	next time.Time // guarded by mu
+	next   time.Time // when the next report is due
 }
 
 // NewWaitReporter reports to ctx's progress writer, else fallback (nil: to nobody) every
@@ -56,21 +53,16 @@ func NewWaitReporter(ctx context.Context, fallback io.Writer, prefix, what, limi
 }
 
 // Tick reports why (called only when a report is due) if the interval has passed since the
-// wait began or since the last report.
+// wait began or since the last report. One wait loop calls it; it is not for concurrent use.
 func (r *WaitReporter) Tick(why func() string) {
 	if r == nil || r.w == nil {
 		return
 	}
-	r.mu.Lock()
 	now := time.Now()
-	due := !now.Before(r.next)
-	if due {
-		r.next = now.Add(r.every)
-	}
-	r.mu.Unlock()
-	if !due {
+	if now.Before(r.next) {
 		return
 	}
+	r.next = now.Add(r.every)
 	line := fmt.Sprintf("%swaiting %s", r.prefix, now.Sub(r.start).Round(time.Second))
 	if r.limit != "" {
 		line += " of " + r.limit

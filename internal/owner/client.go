@@ -62,7 +62,9 @@ func Dial(path string) (*os.File, error) {
 }
 
 // ExitLost is Forward's code when the owner went away or broke the protocol during a call:
-// sandbox.ExitRunnerFailed, which a command's own exit status never is by our choice.
+// sandbox.ExitRunnerFailed, which a command's own exit status never is by our choice. It is
+// written out rather than imported because package early runs Forward before the binary's
+// heavy initialisation, and sandbox compiles patterns at init; a CLI test checks the two agree.
 const ExitLost = 125
 
 // Forward hands a call to the owner listening at sock and returns the exit code the owner

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -93,13 +92,7 @@ func RemoveBuilt() {
 func sweepBuilt() {
 	entries, _ := os.ReadDir(os.TempDir())
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), builtPrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		pidStr, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 || syscall.Kill(pid, 0) == syscall.ESRCH {
+		if rest, ok := strings.CutPrefix(e.Name(), builtPrefix); ok && e.IsDir() && deadOwner(rest) {
 			os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
 		}
 	}
