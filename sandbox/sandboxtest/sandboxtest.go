@@ -162,7 +162,7 @@ func (s *suite) sh(t *testing.T, sess sandbox.Session, script string) *sandbox.R
 	if err != nil {
 		t.Fatalf("%s: Exec(%q) error = %v", s.name(), script, err)
 	}
-	sandbox.LogOnFailure(t, s.name(), script, res)
+	LogOnFailure(t, s.name(), script, res)
 	return res
 }
 

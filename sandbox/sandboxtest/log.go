@@ -1,17 +1,15 @@
-package sandbox
+package sandboxtest
 
-import "fmt"
+import (
+	"fmt"
+	"testing"
 
-// TB is the part of testing.TB that LogOnFailure needs (sandbox does not import testing).
-type TB interface {
-	Cleanup(func())
-	Failed() bool
-	Logf(format string, args ...any)
-}
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
 
 // LogOnFailure logs, if the test fails, the command that ran on backend and what it printed,
 // so a failure shows the sandbox's own stderr next to the assertion that failed.
-func LogOnFailure(t TB, backend, command string, res *Result) {
+func LogOnFailure(t testing.TB, backend, command string, res *sandbox.Result) {
 	if res == nil {
 		return
 	}

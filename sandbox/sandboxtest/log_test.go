@@ -1,15 +1,18 @@
-package sandbox
+package sandboxtest
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 type fakeTB struct {
-	cleanups []func()
-	failed   bool
-	logs     []string
+	testing.TB // the methods LogOnFailure does not call
+	cleanups   []func()
+	failed     bool
+	logs       []string
 }
 
 func (f *fakeTB) Cleanup(fn func())            { f.cleanups = append(f.cleanups, fn) }
@@ -24,7 +27,7 @@ func (f *fakeTB) end() {
 // A failed test's log shows the command, the backend and what it printed; a passing one's
 // shows nothing.
 func TestLogOnFailure(t *testing.T) {
-	res := &Result{ExitCode: 2, Stdout: "out", Stderr: "sh: boom"}
+	res := &sandbox.Result{ExitCode: 2, Stdout: "out", Stderr: "sh: boom"}
 	pass := &fakeTB{}
 	LogOnFailure(pass, "docker", "ls /x", res)
 	pass.end()
@@ -38,7 +41,7 @@ func TestLogOnFailure(t *testing.T) {
 		t.Errorf("failed test logged %q; want the backend, command, exit code and stderr", fail.logs)
 	}
 	long := &fakeTB{failed: true}
-	LogOnFailure(long, "local", "yes", &Result{Stdout: strings.Repeat("y\n", 5000)})
+	LogOnFailure(long, "local", "yes", &sandbox.Result{Stdout: strings.Repeat("y\n", 5000)})
 	long.end()
 	if len(long.logs) != 1 || len(long.logs[0]) > 5000 || !strings.Contains(long.logs[0], "(10000 bytes)") {
 		t.Errorf("a long stream was not clipped: %d bytes", len(long.logs[0]))
