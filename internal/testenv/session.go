@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
-	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
 // Main runs the tests, then force-removes the Docker containers and volumes labelled
@@ -54,7 +53,7 @@ func Run(t testing.TB, sess sandbox.Session, script string) *sandbox.Result {
 	if err != nil {
 		t.Fatalf("Exec(%q) error = %v", script, err)
 	}
-	sandboxtest.LogOnFailure(t, "the session", script, res)
+	LogOnFailure(t, "the session", script, res)
 	return res
 }
 

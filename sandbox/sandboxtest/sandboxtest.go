@@ -21,6 +21,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -162,7 +163,7 @@ func (s *suite) sh(t *testing.T, sess sandbox.Session, script string) *sandbox.R
 	if err != nil {
 		t.Fatalf("%s: Exec(%q) error = %v", s.name(), script, err)
 	}
-	LogOnFailure(t, s.name(), script, res)
+	testenv.LogOnFailure(t, s.name(), script, res)
 	return res
 }
 
