@@ -167,6 +167,12 @@ func (s *suite) sh(t *testing.T, sess sandbox.Session, script string) *sandbox.R
 	return res
 }
 
+// scratch is a path under Scratch for one test's files, unique to the call: a host's /tmp is
+// shared by the local and ssh suites and by other test processes running at the same time.
+func (s *suite) scratch(name string) string {
+	return s.opts.Scratch + "/" + name + "-" + sandbox.RandomHex(4)
+}
+
 // name is the backend under test, as failures name it.
 func (s *suite) name() string {
 	if s.gated {
@@ -295,7 +301,7 @@ func (s *suite) testStdin(t *testing.T) {
 
 func (s *suite) testState(t *testing.T) {
 	sess := s.newSession(t)
-	dir := s.opts.Scratch + "/hermes state dir"
+	dir := s.scratch("hermes state dir")
 	s.sh(t, sess, fmt.Sprintf(`mkdir -p '%s' && cd '%s' && export HERMES_A='x y' HERMES_B="it's \"q\"
 line2"; HERMES_LOCAL=1`, dir, dir))
 	res := s.sh(t, sess, `pwd; printf '%s|%s|%s\n' "$HERMES_A" "$HERMES_B" "${HERMES_LOCAL-unset}"`)
@@ -641,7 +647,7 @@ func (s *suite) testPersistence(t *testing.T) {
 		t.Skip("backend sessions do not persist across processes")
 	}
 	sess := s.newSession(t)
-	dir := s.opts.Scratch + "/hermes-persist"
+	dir := s.scratch("hermes-persist")
 	s.sh(t, sess, "mkdir -p "+dir+" && cd "+dir+" && export HERMES_P=kept")
 	sess.Close()
 	b2 := s.opts.NewBackend(t)
@@ -668,7 +674,8 @@ func (s *suite) testFiles(t *testing.T) {
 	fsys := ability[sandbox.FileSystem](t, s.b.Capabilities().Files, sess, "file access")
 	ctx := s.ctx(t)
 	data := []byte("line1\n\x00\xffbinary\nline3\n")
-	p := s.opts.Scratch + "/hermes-files/sub/f.bin"
+	dir := s.scratch("hermes-files")
+	p := dir + "/sub/f.bin"
 	if err := fsys.WriteFile(ctx, p, data, 0o640); err != nil {
 		t.Fatalf("WriteFile(%q) = %v", p, err)
 	}
@@ -681,7 +688,7 @@ func (s *suite) testFiles(t *testing.T) {
 		t.Errorf("ReadFile(offset 6, limit 3) = %q, %v", got, err)
 	}
 	// The shell sees the same file, and relative paths follow the session's directory.
-	s.sh(t, sess, "cd "+s.opts.Scratch+"/hermes-files")
+	s.sh(t, sess, "cd "+dir)
 	got, err = fsys.ReadFile(ctx, "sub/f.bin", 0, 0)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Errorf("ReadFile(relative) = %q, %v", got, err)
@@ -689,7 +696,7 @@ func (s *suite) testFiles(t *testing.T) {
 	if res := s.sh(t, sess, "wc -c < sub/f.bin"); strings.TrimSpace(res.Stdout) != fmt.Sprint(len(data)) {
 		t.Errorf("shell sees %q bytes; want %d", res.Stdout, len(data))
 	}
-	entries, err := fsys.ListDir(ctx, s.opts.Scratch+"/hermes-files/sub")
+	entries, err := fsys.ListDir(ctx, dir+"/sub")
 	if err != nil || len(entries) != 1 || entries[0].Name != "f.bin" || entries[0].Size != int64(len(data)) {
 		t.Errorf("ListDir = %+v, %v", entries, err)
 	}
@@ -697,17 +704,17 @@ func (s *suite) testFiles(t *testing.T) {
 		t.Errorf("ReadFile(missing) error = %v; want ErrNotFound", err)
 	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), 300_000) // 4.8 MB
-	if err := fsys.WriteFile(ctx, s.opts.Scratch+"/hermes-files/big", big, 0o600); err != nil {
+	if err := fsys.WriteFile(ctx, dir+"/big", big, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err = fsys.ReadFile(ctx, s.opts.Scratch+"/hermes-files/big", 0, 0)
+	got, err = fsys.ReadFile(ctx, dir+"/big", 0, 0)
 	if err != nil || !bytes.Equal(got, big) {
 		t.Errorf("big file round trip: %d bytes, %v", len(got), err)
 	}
 	if r, ok := sess.(sandbox.PathResolver); ok {
-		s.checkResolve(t, sess, r, s.opts.Scratch+"/hermes-files")
+		s.checkResolve(t, sess, r, dir)
 	}
-	s.sh(t, sess, "rm -rf "+s.opts.Scratch+"/hermes-files")
+	s.sh(t, sess, "rm -rf "+dir)
 }
 
 // checkResolve checks sandbox.PathResolver in dir, the session's directory (which holds
@@ -963,7 +970,7 @@ func (s *suite) testNetwork(t *testing.T) {
 // the sandbox even with approvals off, and that the session still works afterwards.
 func (s *suite) testHardline(t *testing.T) {
 	sess := s.newSession(t)
-	witness := s.opts.Scratch + "/hermes-gate-witness"
+	witness := s.scratch("hermes-gate-witness")
 	s.sh(t, sess, "touch "+witness)
 	// Hardline commands that would do no harm if the gate ever let them through: the
 	// classifier's own tests cover the destructive ones, which must never be tried here.
