@@ -73,10 +73,10 @@ var helperWait = time.Minute
 
 // redialHelper starts the helper after a first try failed with err. The helper may be
 // missing (a sandbox made elsewhere, a new helper version): it is uploaded, unless upload is
-// false because this process has just uploaded it. Or another process sharing the sandbox
-// (one that has just created it, or joined it) is writing the same helper at this moment,
-// and the try ran a half-written file: it is tried again after a pause, and uploaded again
-// when that fails too, for at most helperWait.
+// false because this process has just uploaded it. Or the try failed for a passing reason
+// (a terminal that dropped, a helper that another process is installing at this moment):
+// it is tried again after a pause, and uploaded again when that fails too, for at most
+// helperWait.
 func (b *Backend) redialHelper(ctx context.Context, session string, vm *VMSession, up *agentUpload, upload bool, err error) (*agent.Client, error) {
 	deadline := time.Now().Add(helperWait)
 	wait := 50 * time.Millisecond

@@ -16,6 +16,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -54,43 +55,15 @@ mkdir -p "$1" || exit 98
 stty raw -echo 2>/dev/null || exit 96
 exec "$0" $4 serve --state "$1" --cwd "$2" --shell "$3" 2>>"$1/helper.log"`
 
-// agentUpload is the helper binary, packed once per directory for fs/write.
+// agentUpload is the helper binary.
 type agentUpload struct {
 	bin *agentbin.Binary
-
-	packMu sync.Mutex
-	tgz    map[string][]byte // guarded by packMu; sandbox working directory → gzipped tar
 }
 
 // sum is the first 12 hex digits of the helper's SHA-256, in its name in the sandbox.
 func (up *agentUpload) sum() string { return up.bin.SHA256[:12] }
 
-// packed is the helper as a gzipped tar whose one entry is its path under cwd relative to
-// "/", made once per process and directory. The gzip stream's CRC-32 and length make the
-// service refuse a damaged upload.
-func (up *agentUpload) packed(cwd string) ([]byte, error) {
-	up.packMu.Lock()
-	defer up.packMu.Unlock()
-	if t, ok := up.tgz[cwd]; ok {
-		return t, nil
-	}
-	data, err := up.bin.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	_, bin, _ := helperPaths(cwd, up.sum())
-	t, err := tarGz(map[string][]byte{strings.TrimPrefix(bin, "/"): data}, 0o755)
-	if err != nil {
-		return nil, err
-	}
-	if up.tgz == nil {
-		up.tgz = map[string][]byte{}
-	}
-	up.tgz[cwd] = t
-	return t, nil
-}
-
-// agents caches the packed helper per content for the life of the process.
+// agents caches the helper per content for the life of the process.
 var agents sync.Map // SHA-256 → *agentUpload
 
 func (b *Backend) helperBinary() (*agentUpload, error) {
@@ -138,16 +111,45 @@ func tarGz(files map[string][]byte, mode int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// uploadHelper puts the helper into the sandbox with one fs/write, as the SDK's writeFiles
-// does: a gzipped tar extracted at "/" (x-cwd), its entry named by the path relative to
-// it; the service makes the missing directories. Writing it again is harmless: the name
-// holds the checksum, so a file already there has the same bytes.
+// uploadHelper installs the helper with agentbin.Install: its bytes go up with one fs/write,
+// as the SDK's writeFiles does (a gzipped tar extracted at "/", its entry named by the path
+// relative to it; the service makes the missing directories, and the gzip stream's CRC-32
+// and length make it refuse a damaged upload), to a name of their own; a command checks
+// their size and SHA-256 there before renaming them into place. A process starting the
+// helper meanwhile finds it absent or whole, never half-written.
 func (b *Backend) uploadHelper(ctx context.Context, vm *VMSession, up *agentUpload) error {
-	tgz, err := up.packed(vm.Cwd)
+	_, bin, _ := helperPaths(vm.Cwd, up.sum())
+	return b.apiErr("upload helper", vm.ID, agentbin.Install(ctx, installTarget{b, vm}, up.bin, bin))
+}
+
+// installTarget is agentbin.Target over the sandbox's file and command endpoints.
+type installTarget struct {
+	b  *Backend
+	vm *VMSession
+}
+
+func (t installTarget) Write(ctx context.Context, p string, r io.Reader, size int64) error {
+	data, err := io.ReadAll(io.LimitReader(r, size+1))
 	if err != nil {
 		return err
 	}
-	return b.apiErr("upload helper", vm.ID, b.api.WriteFiles(ctx, vm.ID, "/", tgz))
+	tgz, err := tarGz(map[string][]byte{strings.TrimPrefix(p, "/"): data}, 0o600)
+	if err != nil {
+		return err
+	}
+	return t.b.api.WriteFiles(ctx, t.vm.ID, "/", tgz)
+}
+
+func (t installTarget) Run(ctx context.Context, script string, args ...string) (int, string, error) {
+	var out bytes.Buffer
+	cmd, err := t.b.api.RunCommand(ctx, t.vm.ID, RunCommandRequest{Command: "/bin/sh", Args: append([]string{"-c", script, "sh"}, args...)}, &out, &out, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if cmd.ExitCode == nil {
+		return 0, out.String(), fmt.Errorf("the install command %s ended without an exit status", cmd.ID)
+	}
+	return *cmd.ExitCode, out.String(), nil
 }
 
 // dialHelper opens the PTY and starts the helper on it.
