@@ -222,8 +222,8 @@ var grammars = map[string]*optSpec{
 			"benchmem", "linkshared", "buildvcs", "fullpath",
 		},
 	},
-	"npx": {short: "cp", long: []string{"call", "package", "prefix", "cache", "userconfig", "registry"}},
-	"npm": {short: "cpwC", long: []string{"call", "package", "prefix", "workspace", "cache", "userconfig", "registry"}},
+	"npx":  {short: "cp", long: []string{"call", "package", "prefix", "cache", "userconfig", "registry"}},
+	"npm":  {short: "cpwC", long: []string{"call", "package", "prefix", "workspace", "cache", "userconfig", "registry"}},
 	"pnpm": {short: "cC", long: []string{"call", "dir", "filter", "reporter", "workspace"}},
 	"gdb": {
 		single: true,
@@ -241,7 +241,7 @@ var grammars = map[string]*optSpec{
 	"entr": {short: "s"},
 	"sed": {
 		short: "efl", optShort: "i",
-		long:  []string{"expression", "file", "line-length"},
+		long: []string{"expression", "file", "line-length"},
 		flags: []string{
 			"in-place", "quiet", "silent", "debug", "posix", "sandbox", "follow-symlinks", "null-data",
 			"separate", "unbuffered", "regexp-extended", "zero-terminated", "help", "version",
