@@ -198,32 +198,8 @@ func (a *analyzer) touchLike(c *call) {
 }
 
 func (a *analyzer) sed(c *call) {
-	inplace := false
-	script := false
-	var files []field
-	for i := 0; i < len(c.args); i++ {
-		s := c.args[i].s
-		switch {
-		case s == "-e" || s == "--expression" || s == "-f" || s == "--file":
-			script = true
-			i++
-		case s == "--in-place" || strings.HasPrefix(s, "--in-place="):
-			inplace = true
-		case strings.HasPrefix(s, "--"):
-		case len(s) > 1 && s[0] == '-':
-			if strings.ContainsRune(s, 'i') {
-				inplace = true
-			}
-			if strings.HasSuffix(s, "e") || strings.HasSuffix(s, "f") {
-				script = true
-				i++
-			}
-		case !script:
-			script = true
-		default:
-			files = append(files, c.args[i])
-		}
-	}
+	scripts, files, inplace := a.sedScripts(c.args)
+	a.sedProgramRules(scripts)
 	if !inplace {
 		a.generic(&call{name: "cat", args: files, in: c.in})
 		return
