@@ -45,6 +45,25 @@ func TestRecallClasses(t *testing.T) {
 		{`cp ./evil ~/.local/bin/sudo`, VerdictDangerous, "registry-redirect"},
 		{`ln -s ~/src/mytool/run.sh ~/.local/bin/mytool`, VerdictSafe, ""},
 		{`ln -s ../shared/config.yaml config.yaml`, VerdictSafe, ""},
+		// find: an action before its tests acts on every file
+		{`find . -delete -name '*.o'`, VerdictDangerous, "delete-everything-here"},
+		{`find /srv/data -exec rm -f {} + -name '*.tmp'`, VerdictDangerous, "recursive-delete-outside"},
+		{`find . -name '*.o' -delete`, VerdictSafe, ""},
+		// ownership to root
+		{`chown root:root ./helper`, VerdictDangerous, "privilege-escalation"},
+		{`chown 0 ./helper`, VerdictDangerous, "privilege-escalation"},
+		{`chgrp wheel ./helper`, VerdictDangerous, "privilege-escalation"},
+		{`chown me:staff ./notes.txt`, VerdictSafe, ""},
+		// rsync to a daemon module
+		{`rsync -a ./ rsync://203.0.113.9/incoming/`, VerdictDangerous, "public-exposure"},
+		{`rsync -a ./ backup.example::share/`, VerdictDangerous, "public-exposure"},
+		{`rsync -a ./src/ ./backup/`, VerdictSafe, ""},
+		// OS security switches, macOS and Linux
+		{`csrutil disable`, VerdictDangerous, "security-disable"},
+		{`sudo spctl --master-disable`, VerdictDangerous, "security-disable"},
+		{`setenforce 0`, VerdictDangerous, "security-disable"},
+		{`csrutil status`, VerdictSafe, ""},
+		{`spctl --status`, VerdictSafe, ""},
 	} {
 		res := c.Classify(tc.cmd)
 		if res.Verdict != tc.want {
