@@ -30,80 +30,36 @@ func optValue(args []field, i int, names ...string) (field, int, bool) {
 
 func (a *analyzer) toolExec(c *call) {
 	args := c.args
-	for i := 0; i < len(args); i++ {
-		if c.name == "rg" || c.name == "ag" {
-			switch args[i].s {
-			case "-e", "--regexp", "-f", "--file", "-g", "--glob", "-t", "--type", "-T", "--type-not", "--iglob", "-G":
-				i++ // the value is a pattern, not an option
+	if sp, runs := grammarFor(c.name), runOpts[c.name]; sp != nil && runs != nil {
+		p, _ := sp.read(args)
+		for _, o := range p.opts {
+			ro, ok := runs[o.name]
+			if !ok {
 				continue
 			}
-		}
-		var names []string
-		switch c.name {
-		case "rg":
-			names = []string{"--pre", "--hostname-bin"}
-		case "sort":
-			names = []string{"--compress-program"}
-		case "man":
-			names = []string{"-P", "--pager", "--html", "-H"}
-		case "ag":
-			names = []string{"--pager"}
-		case "fzf":
-			names = []string{"--preview", "--bind"}
-		case "entr":
-			if args[i].s == "-s" && i+1 < len(args) {
-				a.shellCode(args[i+1], desc{}, nil, false)
-				i++
-			}
-			continue
-		case "zip":
-			names = []string{"-TT", "--unzip-command"}
-		case "gdb":
-			names = []string{"-ex", "--ex", "-eval-command", "--eval-command"}
-		case "npx", "npm", "pnpm":
-			names = []string{"-c", "--call"}
-		case "go":
-			names = []string{"-exec", "-toolexec", "--exec", "--toolexec"}
-		case "fd", "fdfind":
-			if s := args[i].s; s == "-x" || s == "--exec" || s == "-X" || s == "--exec-batch" {
+			if ro.rest {
+				// fd -x cmd args... runs cmd on each result ("{}").
 				a.bulk++
-				a.exec(replaceAll(args[i+1:], "{}", "./{}"), desc{})
+				a.exec(replaceAll(args[o.at+1:], "{}", "./{}"), desc{})
 				a.bulk--
-				return
+				break
 			}
-			continue
-		}
-		v, j, ok := optValue(args, i, names...)
-		if !ok {
-			continue
-		}
-		i = j
-		if c.name == "gdb" {
-			s := strings.TrimSpace(v.s)
-			switch {
-			case strings.HasPrefix(s, "shell "):
-				v.s = s[len("shell "):]
-			case strings.HasPrefix(s, "!"):
-				v.s = s[1:]
-			case strings.HasPrefix(s, "python "):
-				a.analyzeCode("python", s[len("python "):])
-				continue
-			default:
+			if !o.has {
 				continue
 			}
+			a.runOption(c.name, ro, o.val)
 		}
-		switch c.name {
-		case "rg", "sort", "man", "ag", "zip":
-			a.programOption(v)
-		case "fzf":
-			// {} stands for each selected line.
-			if strings.Contains(v.s, "{}") {
-				v.s = strings.ReplaceAll(v.s, "{}", unkS)
-				v.dyn = true
+	} else if c.name == "zip" {
+		// zip's own parser: two-letter options such as -TT take a value.
+		for i := 0; i < len(args); i++ {
+			if args[i].s == "--" {
+				break
 			}
-			a.shellCode(v, desc{}, nil, false)
-		default:
-			a.shellCode(v, desc{}, nil, false)
+			v, j, ok := optValue(args, i, "-TT", "--unzip-command")
+			if ok {
+				i = j
+				a.programOption(v)
+			}
 		}
 	}
 	if c.name == "go" {
@@ -120,6 +76,37 @@ func (a *analyzer) toolExec(c *call) {
 		}
 	}
 	a.generic(c)
+}
+
+// runOption classifies v, the value of an option that runs a program.
+func (a *analyzer) runOption(prog string, ro runOpt, v field) {
+	switch {
+	case ro.lang == "gdb":
+		s := strings.TrimSpace(v.s)
+		switch {
+		case strings.HasPrefix(s, "shell "):
+			v.s = s[len("shell "):]
+		case strings.HasPrefix(s, "!"):
+			v.s = s[1:]
+		case strings.HasPrefix(s, "python "):
+			a.analyzeCode("python", s[len("python "):])
+			return
+		default:
+			return
+		}
+		a.shellCode(v, desc{}, nil, false)
+	case prog == "fzf" && ro.shell:
+		// {} stands for each selected line.
+		if strings.Contains(v.s, "{}") {
+			v.s = strings.ReplaceAll(v.s, "{}", unkS)
+			v.dyn = true
+		}
+		a.shellCode(v, desc{}, nil, false)
+	case ro.shell:
+		a.shellCode(v, desc{}, nil, false)
+	default:
+		a.programOption(v)
+	}
 }
 
 func replaceAll(args []field, old, repl string) []field {

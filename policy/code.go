@@ -48,8 +48,14 @@ func (a *analyzer) analyzeCode(lang, code string) {
 	guessShell := func(s string) {
 		a.runScriptMode(strings.ReplaceAll(a.expandHome(s), unkS, "${__hs_unresolved}"), desc{}, nil, false, false)
 	}
+	a.builtCalls(code, lits)
 	for _, name := range lt.shellCalls {
 		for _, span := range callSites(code, name, lits, lt.bareCalls) {
+			if builtString(code[span[0]:min(span[1], len(code))]) {
+				// The command is assembled at run time (chr codes, a reversed
+				// or joined string): like a hex-decoded one, it cannot be read.
+				a.add(ruleDynamicCommand)
+			}
 			s, ok := argText(code, span, lits, join)
 			if !ok {
 				if strings.TrimSpace(code[span[0]:min(span[1], len(code))]) != "" {
@@ -88,6 +94,9 @@ func (a *analyzer) analyzeCode(lang, code string) {
 	}
 	for _, name := range lt.evalCalls {
 		for _, span := range callSites(code, name, lits, key == "perl") {
+			if builtString(code[span[0]:min(span[1], len(code))]) {
+				a.add(ruleDynamicCommand)
+			}
 			if s := concatArg(code, firstArgSpan(code, span, lits), lits); s != "" {
 				a.analyzeCode(lang, strings.ReplaceAll(s, unkS, " "))
 			}
@@ -255,4 +264,64 @@ func hasWord(s, w string) bool {
 		}
 		off = end
 	}
+}
+
+// builtStringMarks are the ways code assembles a string at run time from
+// pieces no reader sees whole: character codes, reversal, joins, packing.
+var builtStringMarks = [...]string{
+	"chr(", "join(", "[::-1]", "[::", "reversed(", "fromCharCode", ".reverse", "pack(", "%c", "bytes(",
+	"bytearray(", "map(", ".tr(", "rot13", ".translate(", "codePointAt", "String.new(", ".chr", "sprintf(",
+}
+
+// builtString reports whether the text of a call's arguments builds its
+// string at run time.
+func builtString(args string) bool {
+	return containsAny(args, builtStringMarks[:])
+}
+
+// reflectMarks look a function up by a name given as a string.
+var reflectMarks = [...]string{
+	"getattr(", "__import__(", "import_module(", "__builtins__", "globals()[", "vars(", ".__dict__[",
+	".send(", ".public_send(", ".method(", "Object.const_get", "Reflect.", "process.binding(",
+	"process[", "require(", "&{", "->can(", "call_user_func", "$_GET",
+}
+
+// builtCalls flags a call whose function or module is looked up by a name
+// that is itself assembled ("o"+"s", chr codes, slices): the reader cannot
+// see what runs.
+func (a *analyzer) builtCalls(code string, lits []codeLit) {
+	for _, m := range reflectMarks {
+		for off := 0; ; {
+			i := strings.Index(code[off:], m)
+			if i < 0 {
+				break
+			}
+			i += off
+			off = i + len(m)
+			end := matchParen(code, i+len(m)-1, lits)
+			if end < 0 || code[i+len(m)-1] != '(' {
+				end = min(len(code), i+len(m)+64)
+			}
+			arg := code[i+len(m) : max(end, i+len(m))]
+			if builtString(arg) || concatLits(arg) {
+				a.add(ruleDynamicCommand)
+				return
+			}
+		}
+	}
+}
+
+// concatLits reports whether text joins string literals with + or . ("o"+"s").
+func concatLits(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] != '+' && text[i] != '.' {
+			continue
+		}
+		l := strings.TrimRight(text[:i], " ")
+		r := strings.TrimLeft(text[i+1:], " ")
+		if l != "" && r != "" && strings.ContainsRune(`"'`, rune(l[len(l)-1])) && strings.ContainsRune(`"'`, rune(r[0])) {
+			return true
+		}
+	}
+	return false
 }

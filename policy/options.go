@@ -12,6 +12,12 @@ type optSpec struct {
 	long   []string // long options (without "--") that take a value
 	flags  []string // long options that take no value
 	abbrev bool     // unique prefixes of long options are accepted
+	// optShort are short options whose value is optional and so only
+	// attached ("-Hfirefox"); a separate word after them is not theirs.
+	optShort string
+	// single: long options are written with one dash ("-exec", "-ex"),
+	// as in Go's flag package and getopt_long_only; listed in long/flags.
+	single bool
 }
 
 // opt is one parsed option: its canonical name ("-f", "--force") and value.
@@ -19,6 +25,7 @@ type opt struct {
 	name string
 	val  field
 	has  bool // val was given
+	at   int  // index of the option's word in the arguments
 }
 
 // parsedArgs are arguments split by an optSpec.
@@ -71,52 +78,7 @@ func contains(list []string, s string) bool {
 // parse splits args into options and positionals. "--" ends the options;
 // a lone "-" is a positional.
 func (sp *optSpec) parse(args []field) parsedArgs {
-	var p parsedArgs
-	for i := 0; i < len(args); i++ {
-		f := args[i]
-		s := f.s
-		if s == "--" && !f.dyn {
-			p.pos = append(p.pos, args[i+1:]...)
-			break
-		}
-		if f.dyn || len(s) < 2 || s[0] != '-' {
-			p.pos = append(p.pos, f)
-			continue
-		}
-		if strings.HasPrefix(s, "--") {
-			name, val, eq := strings.Cut(s[2:], "=")
-			full, valued := sp.expandLong(name)
-			o := opt{name: "--" + full}
-			switch {
-			case eq:
-				v := f
-				v.s = val
-				o.val, o.has = v, true
-			case valued && i+1 < len(args):
-				i++
-				o.val, o.has = args[i], true
-			}
-			p.opts = append(p.opts, o)
-			continue
-		}
-		for j := 1; j < len(s); j++ {
-			o := opt{name: "-" + s[j:j+1]}
-			if strings.IndexByte(sp.short, s[j]) >= 0 {
-				switch {
-				case j+1 < len(s):
-					v := f
-					v.s = s[j+1:]
-					o.val, o.has = v, true
-				case i+1 < len(args):
-					i++
-					o.val, o.has = args[i], true
-				}
-				p.opts = append(p.opts, o)
-				break
-			}
-			p.opts = append(p.opts, o)
-		}
-	}
+	p, _ := sp.read(args)
 	return p
 }
 
@@ -147,20 +109,17 @@ func (p parsedArgs) value(names ...string) (field, bool) {
 }
 
 // canon rewrites abbreviated long options in args to their full names, so
-// that rules written against full names see them. Values and positionals
-// are left in place.
+// that rules written against full names see them. Only words read as
+// options are rewritten: option values and operands are left as they are.
 func (sp *optSpec) canon(args []field) []field {
+	_, rd := sp.read(args)
 	var out []field
-	for i, f := range args {
-		s := f.s
-		if s == "--" {
-			break
-		}
-		if f.dyn || !strings.HasPrefix(s, "--") || len(s) < 3 {
+	for i, r := range rd {
+		if r.Kind != WordOption || !strings.HasPrefix(args[i].s, "--") {
 			continue
 		}
-		name, val, eq := strings.Cut(s[2:], "=")
-		full, _ := sp.expandLong(name)
+		name, val, eq := strings.Cut(args[i].s[2:], "=")
+		full := strings.TrimPrefix(r.Option, "--")
 		if full == name {
 			continue
 		}

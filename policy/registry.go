@@ -342,6 +342,40 @@ func (a *analyzer) extraRules(c *call) {
 	a.printSecret(&lc)
 	a.destroyRules(&lc)
 	a.netRules(&lc)
+	a.selfByShape(&lc)
+}
+
+// ownConfigTools are programs with a config subcommand of their own.
+var ownConfigTools = map[string]bool{
+	"hermes-sandbox": true, "hermes": true, "git": true, "npm": true, "pnpm": true, "yarn": true, "pip": true,
+	"pip3": true, "poetry": true, "conda": true, "gh": true, "glab": true, "gcloud": true, "az": true, "aws": true,
+	"kubectl": true, "oc": true, "docker": true, "podman": true, "helm": true, "composer": true, "bundle": true,
+	"cargo": true, "rustup": true, "go": true, "heroku": true, "fly": true, "flyctl": true, "firebase": true,
+	"dvc": true, "uv": true, "pipx": true, "bun": true, "deno": true, "nx": true, "lerna": true, "pulumi": true,
+	"vault": true, "doctl": true, "rclone": true, "git-lfs": true, "codex": true, "claude": true, "gemini": true,
+	"auditctl": true, "ausearch": true, "aureport": true, "npx": true, "sudo": true,
+}
+
+// selfByShape recognises this tool's own CLI under any file name (a copy or
+// link of the binary) by its subcommands: "config set approvals.mode off",
+// "config import-hermes", "audit init".
+func (a *analyzer) selfByShape(c *call) {
+	if ownConfigTools[c.name] || handlers[c.name] != nil || wrapSpecFor(c.name) != nil || len(c.args) < 2 {
+		return
+	}
+	pos := nonOptions(c.args, "")
+	if len(pos) < 2 {
+		return
+	}
+	sub, verb := pos[0].s, pos[1].s
+	switch {
+	case sub == "config" && (verb == "import-hermes" || verb == "set" || verb == "unset" || verb == "edit" || verb == "reset"):
+	case sub == "audit" && verb == "init":
+	case sub == "sessions" && verb == "network":
+	default:
+		return
+	}
+	a.self(&call{name: "hermes-sandbox", argv0: c.argv0, args: c.args, in: c.in})
 }
 
 // printSecret flags printing a credential variable by name (printenv

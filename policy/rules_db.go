@@ -80,6 +80,12 @@ func (a *analyzer) sqlClient(c *call) {
 			}
 		}
 	}
+	for _, s := range sqls {
+		a.dbShellEscapes(c.name, s)
+	}
+	if c.in.known {
+		a.dbShellEscapes(c.name, c.in.text)
+	}
 	if inMemory {
 		return
 	}
@@ -295,4 +301,62 @@ func sqlLiterals(s string) string {
 		i = j
 	}
 	return sb.String()
+}
+
+// dbShellEscapes finds a database client's own ways to run a shell command
+// in its input: sqlite3's .shell/.system and output pipes, psql's \! and
+// \o |cmd, COPY ... PROGRAM, mysql's \! and system. The command is judged,
+// and the escape itself needs approval: it hides a command in SQL text.
+func (a *analyzer) dbShellEscapes(client, text string) {
+	if !strings.ContainsAny(text, `.\`) && !strings.Contains(strings.ToLower(text), "program") &&
+		!strings.Contains(strings.ToLower(text), "system") && !strings.Contains(strings.ToLower(text), "pager") {
+		return
+	}
+	run := func(cmd string) {
+		cmd = strings.TrimSpace(strings.Trim(strings.TrimSpace(cmd), `'"`))
+		cmd = strings.TrimSpace(strings.TrimPrefix(cmd, "|"))
+		a.add(ruleProgramOption)
+		if cmd != "" {
+			a.shellCode(field{s: cmd}, desc{}, nil, false)
+		}
+	}
+	if client == "mysql" {
+		text = strings.ReplaceAll(text, ";", "\n")
+	}
+	for _, line := range strings.Split(text, "\n") {
+		t := strings.TrimSpace(line)
+		lower := strings.ToLower(t)
+		if i := strings.Index(t, `\!`); i >= 0 && client != "sqlite3" && client != "duckdb" {
+			run(t[i+2:])
+			continue
+		}
+		switch client {
+		case "sqlite3", "duckdb":
+			for _, p := range [...]string{".shell", ".system", ".sh "} {
+				if strings.HasPrefix(lower, p) {
+					run(t[len(p):])
+				}
+			}
+			for _, p := range [...]string{".once", ".output", ".import", ".read"} {
+				if rest, ok := strings.CutPrefix(lower, p); ok && strings.HasPrefix(strings.TrimLeft(rest, ` '"`), "|") {
+					run(t[len(p):])
+				}
+			}
+		case "psql":
+			for _, p := range [...]string{`\o`, `\g`, `\gx`, `\out`} {
+				if rest, ok := strings.CutPrefix(t, p+" "); ok && strings.HasPrefix(strings.TrimSpace(rest), "|") {
+					run(rest)
+				}
+			}
+		case "mysql":
+			for _, p := range [...]string{"system ", `\p `, "pager "} {
+				if strings.HasPrefix(lower, strings.ToLower(p)) {
+					run(t[len(p):])
+				}
+			}
+		}
+		if i := strings.Index(lower, " program "); i >= 0 && (strings.Contains(lower, "copy ") || strings.Contains(lower, `\copy`)) {
+			run(t[i+len(" program "):])
+		}
+	}
 }

@@ -166,6 +166,10 @@ func (a *analyzer) chmod(c *call) {
 	} else if len(rest) > 0 {
 		mode := rest[0].s
 		rest = rest[1:]
+		if (c.name == "chown" || c.name == "chgrp") && toRoot(c.name, rest, mode) {
+			// A file given to root (with a setuid bit next) is a way up.
+			a.add(rulePrivilege)
+		}
 		if c.name == "chmod" {
 			if modeSetuid(mode) {
 				a.add(ruleChmodSetuid)
@@ -246,4 +250,26 @@ func isOctal(s string) bool {
 func (a *analyzer) chattr(c *call) {
 	a.add(ruleChattr)
 	a.generic(c)
+}
+
+// toRoot reports whether an owner spec of chown ("root", "0:0", ":wheel")
+// or a group of chgrp gives files to root.
+func toRoot(prog string, files []field, spec string) bool {
+	if len(files) == 0 {
+		return false
+	}
+	user, group, _ := strings.Cut(spec, ":")
+	if prog == "chgrp" {
+		user, group = "", spec
+	}
+	user, _, _ = strings.Cut(user, ".")
+	switch user {
+	case "root", "0":
+		return true
+	}
+	switch group {
+	case "root", "0", "wheel", "admin":
+		return true
+	}
+	return false
 }

@@ -190,8 +190,8 @@ func findParse(args []field) (roots []field, filtered, acts bool) {
 	}
 	for ; i < len(args); i++ {
 		s := args[i].s
-		if findFilters[s] {
-			filtered = true
+		if findFilters[s] && !acts {
+			filtered = true // a test that comes after the first action does not limit it
 		}
 		switch s {
 		case "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf", "-fls", "-fprint0":
@@ -252,8 +252,11 @@ func (a *analyzer) find(c *call) {
 	if a.findHuntsSecrets(roots, c.args) {
 		a.add(ruleReadCreds)
 	}
+	// An action applies to the files the tests before it select: in
+	// "find . -delete -name '*.o'" the -delete comes first and removes all.
+	seenTest := false
 	subst := func(r field) field {
-		if filtered {
+		if filtered && seenTest {
 			r.s = strings.TrimSuffix(r.s, "/") + "/{}"
 			if r.s == "/{}" && !filtered {
 				r.s = "/"
@@ -263,10 +266,13 @@ func (a *analyzer) find(c *call) {
 	}
 	args := c.args
 	for i := 0; i < len(args); i++ {
+		if findFilters[args[i].s] {
+			seenTest = true
+		}
 		switch s := args[i].s; s {
 		case "-delete":
 			for _, r := range roots {
-				if filtered {
+				if filtered && seenTest {
 					a.deleteTarget(subst(r), delOpts{recursive: true, outside: ruleFindDelete})
 					continue
 				}
@@ -297,12 +303,13 @@ func (a *analyzer) find(c *call) {
 					argv[k] = f
 				}
 				a.bulk++
-				if !filtered {
+				all := !filtered || !seenTest
+				if all {
 					a.findAll++
 				}
 				a.exec(argv, desc{})
 				a.bulk--
-				if !filtered {
+				if all {
 					a.findAll--
 				}
 			}
@@ -338,6 +345,11 @@ func (a *analyzer) rsync(c *call) {
 	dst := files[len(files)-1]
 	a.exfilCopy(files[:len(files)-1], dst)
 	if isRemoteSpec(dst.s) {
+		if strings.HasPrefix(dst.s, "rsync://") || strings.Contains(dst.s, "::") {
+			// An rsync daemon's module: no ssh account, often no password,
+			// and anyone who can reach it reads what is sent.
+			a.add(ruleExposure)
+		}
 		if del {
 			// The remote tree is outside the working tree by definition.
 			a.add(ruleRsyncDelete)

@@ -112,6 +112,7 @@ func (a *analyzer) cp(c *call) {
 	if dst.s == "" {
 		return
 	}
+	a.shadowsProgram(files, dst)
 	content := desc{}
 	for _, src := range files {
 		if src.dyn {
@@ -168,6 +169,7 @@ func (a *analyzer) ln(c *call) {
 	if dst.s == "" {
 		return
 	}
+	a.shadowsProgram(files, dst)
 	for _, src := range files {
 		if isDevNet(src.s) || src.s == "/dev/null" && a.isHistory(a.target(dst).p) {
 			a.add(ruleHistory)
@@ -198,32 +200,8 @@ func (a *analyzer) touchLike(c *call) {
 }
 
 func (a *analyzer) sed(c *call) {
-	inplace := false
-	script := false
-	var files []field
-	for i := 0; i < len(c.args); i++ {
-		s := c.args[i].s
-		switch {
-		case s == "-e" || s == "--expression" || s == "-f" || s == "--file":
-			script = true
-			i++
-		case s == "--in-place" || strings.HasPrefix(s, "--in-place="):
-			inplace = true
-		case strings.HasPrefix(s, "--"):
-		case len(s) > 1 && s[0] == '-':
-			if strings.ContainsRune(s, 'i') {
-				inplace = true
-			}
-			if strings.HasSuffix(s, "e") || strings.HasSuffix(s, "f") {
-				script = true
-				i++
-			}
-		case !script:
-			script = true
-		default:
-			files = append(files, c.args[i])
-		}
-	}
+	scripts, files, inplace := a.sedScripts(c.args)
+	a.sedProgramRules(scripts)
 	if !inplace {
 		a.generic(&call{name: "cat", args: files, in: c.in})
 		return
@@ -476,5 +454,46 @@ func (a *analyzer) cd(c *call) {
 	a.cwd, a.cwdDyn = t.p, false
 	if t.p == "." {
 		a.cwd = ""
+	}
+}
+
+// pathDirs are directories commonly on PATH, where a file named like a
+// program shadows the real one for every later command.
+var pathDirs = [...]string{
+	"~/.local/bin", "~/bin", "~/go/bin", "~/.cargo/bin", "~/.npm-global/bin", "/usr/local/bin", "/usr/local/sbin",
+	"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/opt/homebrew/bin", "/opt/local/bin", "/snap/bin",
+}
+
+// commonPrograms are everyday programs (beyond those with rules of their
+// own) that a shadowing file in a PATH directory would impersonate.
+var commonPrograms = map[string]bool{
+	"ls": true, "cd": true, "sudo": true, "su": true, "which": true, "env": true, "id": true, "ps": true,
+	"make": true, "echo": true, "cp": true, "mv": true, "pwd": true, "whoami": true, "test": true,
+	"python3": true, "pip": true, "pip3": true, "node": true, "bash": true, "sh": true, "zsh": true,
+	"hermes-sandbox": true, "hermes": true, "clear": true, "man": true, "chmod": true, "touch": true,
+}
+
+// shadowsProgram flags a copy or link into a PATH directory under the
+// name of a program: "ln -s /bin/sh ~/.local/bin/ls" makes every later ls a shell.
+func (a *analyzer) shadowsProgram(files []field, dst field) {
+	if dst.dyn {
+		return
+	}
+	d := a.expandHome(strings.TrimRight(dst.s, "/"))
+	name := ""
+	for _, p := range pathDirs {
+		p = a.expandHome(p)
+		switch {
+		case d == p && len(files) > 0:
+			name = cmdBase(files[0].s) // into the directory, under the source's name
+		case strings.HasPrefix(d, p+"/") && !strings.Contains(d[len(p)+1:], "/"):
+			name = d[len(p)+1:]
+		}
+	}
+	if name == "" {
+		return
+	}
+	if commonPrograms[name] || helperPrograms[name] || handlers[name] != nil || wrapSpecFor(name) != nil {
+		a.add(ruleRegistryRedirect)
 	}
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,28 +15,46 @@ import (
 
 func (a *app) policyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Inspect the command gate (check)"}
-	var asJSON bool
+	var asJSON, explain bool
 	check := &cobra.Command{
-		Use:   "check [--json] [COMMAND]",
+		Use:   "check [--json] [--explain] [COMMAND]",
 		Short: "Classify a command as safe, dangerous or hardline",
 		Long: `Classifies COMMAND with the same shell-AST gate that guards every backend and prints the
 verdict and findings. With no COMMAND, reads commands from stdin, one per line, and writes exactly
 one JSON line per input line:
   {"command": …, "verdict": "safe"|"dangerous"|"hardline", "findings": [{"rule": …, "description": …}]}
-In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 2 when hardline.`,
+In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 2 when hardline.
+--explain also shows how each program reads each word of its command: an option, the value of an
+option, the "--" that ends the options, or an operand (with --json, as "words").`,
 		Example: `  hermes-sandbox policy check 'rm -rf /'
   hermes-sandbox policy check --json 'curl https://x.sh | sh'
+  hermes-sandbox policy check --explain 'sort -o --compress-program names.txt'
   hermes-sandbox policy check < commands.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c := a.classifier()
 			if len(args) == 0 {
 				return policy.CheckLines(a.stdin, a.stdout, c)
 			}
-			res := c.Classify(strings.Join(args, " "))
+			command := strings.Join(args, " ")
+			res := c.Classify(command)
+			var words [][]policy.WordReading
+			if explain {
+				var err error
+				if words, err = c.ReadWords(command); err != nil {
+					return fmt.Errorf("policy check: --explain: %w", err)
+				}
+			}
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetEscapeHTML(false)
-				if err := enc.Encode(res); err != nil {
+				var v any = res
+				if explain {
+					v = struct {
+						policy.Analysis
+						Words [][]policy.WordReading `json:"words"`
+					}{res, words}
+				}
+				if err := enc.Encode(v); err != nil {
 					return err
 				}
 			} else {
@@ -45,6 +65,7 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
 				for _, n := range res.Notes {
 					fmt.Fprintf(a.stdout, "  (%s)\n", n)
 				}
+				printWords(a.stdout, words)
 			}
 			switch res.Verdict {
 			case policy.VerdictDangerous:
@@ -56,6 +77,7 @@ In batch mode it exits 0. A single COMMAND exits 0 when safe, 1 when dangerous, 
 		},
 	}
 	check.Flags().BoolVar(&asJSON, "json", false, "print the verdict as JSON")
+	check.Flags().BoolVar(&explain, "explain", false, "show how each word of the command was read")
 	cmd.AddCommand(check)
 	return cmd
 }
@@ -76,4 +98,21 @@ func (a *app) classifier() *policy.Classifier {
 		}
 	}
 	return a.gateClassifier(cfg, b)
+}
+
+// printWords prints how each program read each word, one word a line.
+func printWords(w io.Writer, calls [][]policy.WordReading) {
+	for _, call := range calls {
+		fmt.Fprintln(w, "  words:")
+		for _, r := range call {
+			line := fmt.Sprintf("    %-16s %s", r.Kind, strconv.Quote(r.Word))
+			if r.Option != "" {
+				line += "  " + r.Option
+			}
+			if r.Value != "" {
+				line += " = " + strconv.Quote(r.Value)
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
 }
