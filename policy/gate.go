@@ -53,7 +53,7 @@ func hasGateEnv(text string) bool {
 // checkEnv judges setting (hasVal) or exporting/unsetting the variable name.
 func (a *analyzer) checkEnv(name string, val field, hasVal bool) {
 	if hasVal {
-		a.flagSessionVar(name)
+		a.flagSessionVar(name, val)
 	}
 	if isGateEnv(name) {
 		a.add(ruleGateEnv)
