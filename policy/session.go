@@ -148,6 +148,7 @@ const ranLimit = 256
 type session struct {
 	ctx   Context
 	wants map[string]string // path → "sh", "exec", "data" or a language
+	disk  map[string]desc   // the files read so far, as they were before the command line
 	notes []string
 	extra []Finding
 }
@@ -166,13 +167,6 @@ func (a *analyzer) want(t target, kind string) {
 	}
 	if _, ok := a.sess.wants[key]; !ok {
 		a.sess.wants[key] = kind
-	}
-}
-
-// wantExec records a program named by a path (./x, /tmp/x).
-func (a *analyzer) wantExec(raw string, f0 field) {
-	if a.sess != nil && strings.ContainsRune(raw, '/') && !f0.dyn {
-		a.want(a.target(f0), "exec")
 	}
 }
 
@@ -309,7 +303,7 @@ func readSession(sc Context, p string) ([]byte, error) {
 // variables and the files read so far.
 func (c *Classifier) sessionAnalyzer(sc Context, files map[string]desc) *analyzer {
 	a := newAnalyzer(c)
-	a.sess = &session{ctx: sc}
+	a.sess = &session{ctx: sc, disk: files}
 	if d := cleanAbs(sc.Dir); d != "" {
 		a.cwd = d
 	} else {

@@ -1,0 +1,78 @@
+package policy
+
+import (
+	"io/fs"
+	"path"
+	"testing"
+)
+
+// TestLineDataFlow: a file written, copied or linked earlier in a command line is judged by
+// what it will hold when the line runs it, not by what the disk holds before the line runs.
+func TestLineDataFlow(t *testing.T) {
+	disk := map[string]string{
+		"/work/evil.sh": "rm -rf ~/*\n",
+		"/work/evil.py": "import shutil\nshutil.rmtree('/')\n",
+		"/work/run.sh":  "echo hi\n",
+		"/work/ok.sh":   "echo fine\n",
+	}
+	sc := Context{Dir: "/work", WorkDir: "/work", Env: map[string]string{"PATH": defaultPath, "HOME": "/home/u"},
+		ReadFile: func(p string) ([]byte, error) {
+			if !path.IsAbs(p) {
+				p = path.Join("/work", p)
+			}
+			if s, ok := disk[p]; ok {
+				return []byte(s), nil
+			}
+			return nil, fs.ErrNotExist
+		}}
+	cl := New(Options{Home: "/home/u"})
+	tests := []struct {
+		cmd  string
+		want Verdict
+		rule string
+	}{
+		// the payload's content flows into the file that runs
+		{"cp evil.sh run.sh && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cp evil.sh run.sh && ./run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cp -f evil.sh run.sh; bash run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cp evil.sh run.sh && source run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cp evil.sh a.sh && cp a.sh run.sh && . ./run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cat evil.sh > run.sh && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cat < evil.sh > run.sh && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"tee run.sh < evil.sh >/dev/null && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"ln -sf evil.sh run.sh && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"ln -sf /work/evil.sh /tmp/r && sh /tmp/r", VerdictHardline, "recursive-delete-home"},
+		{"mkdir -p bin && ln -s ../evil.sh bin/run && sh bin/run", VerdictHardline, "recursive-delete-home"},
+		{"dd if=evil.sh of=run.sh && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"mv evil.sh run.sh && sh run.sh", VerdictHardline, "recursive-delete-home"},
+		{"install -m 755 evil.sh run.sh && ./run.sh", VerdictHardline, "recursive-delete-home"},
+		{"cp evil.sh /tmp/r.sh && sh /tmp/r.sh", VerdictHardline, "recursive-delete-home"},
+		{"cp evil.py run.py && python3 run.py", VerdictHardline, "recursive-delete-root"},
+		// content the gate cannot see, written earlier in the line, asks
+		{"sed -n 'w run.sh' evil.sh && sh run.sh", VerdictDangerous, "run-unseen-content"},
+		{`python3 -c 'import shutil; shutil.copy("evil.sh", "run.sh")' && sh run.sh`, VerdictDangerous, "run-unseen-content"},
+		{"tar xf a.tar && mv x.sh run.sh && sh run.sh", VerdictDangerous, "run-unseen-content"},
+		{"tar -xzf a.tgz && ./run.sh", VerdictDangerous, "run-unseen-content"},
+		{"unzip -o a.zip && sh run.sh", VerdictDangerous, "run-unseen-content"},
+		{"git checkout other -- run.sh && ./run.sh", VerdictDangerous, "run-unseen-content"},
+		{"rsync evil.sh run.sh && sh run.sh", VerdictDangerous, "run-unseen-content"},
+		{"make > run.sh && sh run.sh", VerdictDangerous, "run-unseen-content"},
+		// benign twins
+		{"sh run.sh", VerdictSafe, ""},
+		{"cp ok.sh run.sh && sh run.sh", VerdictSafe, ""},
+		{"cp evil.sh backup.sh && sh run.sh", VerdictSafe, ""},
+		{"cat ok.sh > run.sh && sh run.sh", VerdictSafe, ""},
+		{"ln -sf ok.sh run.sh && ./run.sh", VerdictSafe, ""},
+		{"tar xf a.tar && ls", VerdictSafe, ""},
+		{"tar tf a.tar && sh run.sh", VerdictSafe, ""},
+		{"sed -n '1p' evil.sh && sh run.sh", VerdictSafe, ""},
+		{`python3 -c 'print(1)' && sh run.sh`, VerdictSafe, ""},
+		{"cp evil.sh run.sh && cp ok.sh run.sh && sh run.sh", VerdictSafe, ""},
+	}
+	for _, tt := range tests {
+		got := cl.ClassifyIn(sc, tt.cmd)
+		if got.Verdict != tt.want || tt.rule != "" && !hasRule(got, tt.rule) {
+			t.Errorf("ClassifyIn(%q) = %s %v; want %s with %s", tt.cmd, got.Verdict, got.Findings, tt.want, tt.rule)
+		}
+	}
+}
