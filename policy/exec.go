@@ -222,6 +222,7 @@ var handlerTable = []struct {
 	{"eval", (*analyzer).eval},
 	{"source .", (*analyzer).source},
 	{"alias", (*analyzer).alias},
+	{"hash", (*analyzer).hashCmd},
 	{"trap", (*analyzer).trap},
 	{"unset", (*analyzer).unset},
 	{"export declare typeset readonly local setenv", (*analyzer).exportCmd},

@@ -76,3 +76,34 @@ func TestLineDataFlow(t *testing.T) {
 		}
 	}
 }
+
+// TestRebindings: forms that make a name run something else are read as what they run.
+func TestRebindings(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		want Verdict
+		rule string
+	}{
+		{"hash -p /bin/rm ls; ls -rf ~/", VerdictHardline, "recursive-delete-home"},
+		{"hash -p /bin/rm ls", VerdictDangerous, "command-rebound"},
+		{"hash -p/bin/sh ls", VerdictDangerous, "command-rebound"},
+		{"env 'BASH_FUNC_ls%%=() { rm -rf ~/; }' bash -c ls", VerdictHardline, "recursive-delete-home"},
+		{"export 'BASH_FUNC_ls%%=() { echo hi; }'", VerdictDangerous, "command-rebound"},
+		{"env 'BASH_FUNC_git()=() { id; }' bash -c 'git status'", VerdictDangerous, "command-rebound"},
+		{`python3 -c 'import shutil; f=shutil.rmtree; f("/")'`, VerdictHardline, "recursive-delete-root"},
+		{`python3 -c 'import os; s = os.system; s("rm -rf ~/")'`, VerdictHardline, "recursive-delete-home"},
+		{`node -e 'const cp = require("child_process"); const run = cp.execSync; run("rm -rf ~/")'`, VerdictHardline, "recursive-delete-home"},
+		// benign twins
+		{"hash -p /usr/bin/ls ls", VerdictSafe, ""},
+		{"hash -r", VerdictSafe, ""},
+		{"export LS_COLORS=auto", VerdictSafe, ""},
+		{`python3 -c 'x = 1; print(x)'`, VerdictSafe, ""},
+		{`python3 -c 'import os; j = os.path.join; print(j("a", "b"))'`, VerdictSafe, ""},
+	}
+	for _, tt := range tests {
+		got := Classify(tt.cmd)
+		if got.Verdict != tt.want || tt.rule != "" && !hasRule(got, tt.rule) {
+			t.Errorf("Classify(%q) = %s %v; want %s with %s", tt.cmd, got.Verdict, got.Findings, tt.want, tt.rule)
+		}
+	}
+}

@@ -116,6 +116,7 @@ const (
 	ruleGitRemoteRefDelete
 	ruleSessionEnv
 	ruleRunUnseen
+	ruleRebind
 	numRules
 )
 
@@ -223,6 +224,8 @@ var ruleTable = [numRules]Rule{
 	ruleGitRemoteRefDelete: {"git-remote-ref-delete", "deleting a branch or tag on the remote", VerdictDangerous},
 	ruleSessionEnv: {"session-env-change",
 		"changing a variable that decides what later commands run (PATH, BASH_ENV, ENV, LD_PRELOAD, PROMPT_COMMAND)", VerdictDangerous},
+	ruleRebind: {"command-rebound",
+		"making a command name run another program or code (hash -p, an exported BASH_FUNC_ function)", VerdictDangerous},
 	ruleRunUnseen: {"run-unseen-content",
 		"running a file that an earlier part of the same command line wrote with content the gate cannot see", VerdictDangerous},
 }
