@@ -21,9 +21,17 @@ type desc struct {
 	known bool
 	t     taint
 	hint  string // for find or ls output: a path that stands for each line
+	// src, when the text is not known, names the file whose content (as it was before this
+	// command line) this is: a copy, a link or a cat of a file not read yet (see runContent).
+	src string
+	// unseen marks a file this command line wrote with content the analysis cannot know.
+	unseen bool
 }
 
 func concatDesc(x, y desc) desc {
+	if x.known && x.text == "" && x.t == 0 && x.hint == "" {
+		return y // nothing before: y as it is (a file's content, or its name: desc.src)
+	}
 	d := desc{known: x.known && y.known, t: x.t | y.t, hint: x.hint}
 	if d.known {
 		d.text = x.text + y.text
@@ -76,6 +84,8 @@ type analyzer struct {
 	cwdDyn bool
 
 	files map[string]desc // data written to files earlier in the command
+	line  map[string]bool // the files in files that the command line itself wrote
+	blind bool            // an earlier command wrote files whose names are not known (tar x, git clone…)
 
 	sess  *session // set by ClassifyIn: the session the command runs in
 	ran   []string // the programs the command runs, after wrappers

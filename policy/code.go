@@ -36,6 +36,7 @@ func (a *analyzer) analyzeCode(lang, code string) {
 	}
 	a.depth++
 	defer func() { a.depth-- }()
+	code = unbindCalls(code) // f = shutil.rmtree; f(p) is shutil.rmtree(p) (codealias.go)
 	a.codeExtra(lang, code)
 	key := langKey(lang)
 	lits := codeLits(lang, code)

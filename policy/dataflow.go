@@ -315,7 +315,7 @@ func (a *analyzer) fileContent(f field) desc {
 		return desc{}
 	}
 	t := a.target(f)
-	if d, ok := a.files[t.p]; ok {
+	if d, ok := a.files[t.p]; ok && (a.line[t.p] || !a.blind) {
 		return d
 	}
 	var tt taint
@@ -325,7 +325,11 @@ func (a *analyzer) fileContent(f field) desc {
 	if a.isSecretSource(t) {
 		tt |= tSecret
 	}
-	return desc{t: tt}
+	if a.blind && !a.line[t.p] {
+		// Written, perhaps, by an earlier command whose file names are not known.
+		return desc{t: tt, unseen: true}
+	}
+	return desc{t: tt, src: t.p}
 }
 
 func (a *analyzer) stdinOrFile(args []field, in desc) desc {

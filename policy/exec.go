@@ -63,13 +63,15 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 	}
 	a.lastCmd, a.lastArgc = name, len(argv)-1
 	a.noteRun(name)
-	a.wantExec(raw, f0)
-	if strings.ContainsRune(raw, '/') && a.files != nil {
-		if d, ok := a.files[a.target(f0).p]; ok {
-			if d.t&tRemote != 0 {
-				a.add(ruleDownloadExec)
-			}
-			if d.known {
+	if strings.ContainsRune(raw, '/') && !f0.dyn {
+		d, known := a.runContent(a.target(f0), "exec")
+		if d.t&tRemote != 0 {
+			a.add(ruleDownloadExec)
+		}
+		if known {
+			if lang := shebangLang([]byte(d.text)); lang != "" && lang != "sh" {
+				a.analyzeCode(lang, d.text)
+			} else {
 				a.shellStdin(d)
 			}
 		}
@@ -85,6 +87,7 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 	} else {
 		a.generic(c)
 	}
+	a.flowCall(c)
 	for _, f := range c.args {
 		if f.procOut != nil {
 			pin := desc{}
@@ -219,6 +222,7 @@ var handlerTable = []struct {
 	{"eval", (*analyzer).eval},
 	{"source .", (*analyzer).source},
 	{"alias", (*analyzer).alias},
+	{"hash", (*analyzer).hashCmd},
 	{"trap", (*analyzer).trap},
 	{"unset", (*analyzer).unset},
 	{"export declare typeset readonly local setenv", (*analyzer).exportCmd},

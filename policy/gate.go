@@ -50,14 +50,61 @@ func hasGateEnv(text string) bool {
 	return false
 }
 
+// exportedFunc reports whether name is how bash exports a function through the environment
+// (BASH_FUNC_name%% since 2014, BASH_FUNC_name() before).
+func exportedFunc(name string) bool {
+	return strings.HasPrefix(name, "BASH_FUNC_") && (strings.HasSuffix(name, "%%") || strings.HasSuffix(name, "()"))
+}
+
+// hashCmd judges hash -p PATH NAME: later uses of NAME in the shell run PATH. It is read
+// like an alias for the rest of the line, and asks when NAME is not PATH's own name.
+func (a *analyzer) hashCmd(c *call) {
+	for i := 0; i < len(c.args); i++ {
+		s := c.args[i].s
+		if s == "--" || !strings.HasPrefix(s, "-") || !strings.Contains(s, "p") {
+			continue
+		}
+		p := s[strings.IndexByte(s, 'p')+1:]
+		j := i + 1
+		if p == "" {
+			if j >= len(c.args) {
+				return
+			}
+			p, j = c.args[j].s, j+1
+		}
+		for _, n := range c.args[j:] {
+			if n.dyn || c.args[i].dyn {
+				a.add(ruleRebind)
+				continue
+			}
+			if normName(p) != normName(n.s) {
+				a.add(ruleRebind)
+			}
+			if a.aliases == nil {
+				a.aliases = map[string]string{}
+			}
+			a.aliases[n.s] = shellQuote(p)
+		}
+		return
+	}
+}
+
 // checkEnv judges setting (hasVal) or exporting/unsetting the variable name.
 func (a *analyzer) checkEnv(name string, val field, hasVal bool) {
 	if hasVal {
-		a.flagSessionVar(name)
+		a.flagSessionVar(name, val)
 	}
 	if isGateEnv(name) {
 		a.add(ruleGateEnv)
 		return
+	}
+	if hasVal && exportedFunc(name) {
+		// bash imports BASH_FUNC_name%%='() { body; }' from the environment as the function
+		// name: every later "name" in a child bash runs body.
+		a.add(ruleRebind)
+		if body, ok := strings.CutPrefix(strings.TrimSpace(val.s), "()"); ok {
+			a.shellCode(field{s: body, dyn: val.dyn, t: val.t}, desc{}, nil, false)
+		}
 	}
 	if hasVal && agentBypassEnv(name, val.s) {
 		a.add(ruleAgentBypass)
@@ -308,3 +355,6 @@ func (a *analyzer) goRun(c *call) {
 		return
 	}
 }
+
+// shellQuote quotes s as one shell word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -230,14 +230,12 @@ func (a *analyzer) interpreter(c *call) {
 			if frameworkDBDestroy(path.Base(f.s), r.files) {
 				a.add(ruleDatabase)
 			}
-			a.want(a.target(f), lang)
-			if d, ok := a.files[a.target(f).p]; ok {
-				if d.t&tRemote != 0 {
-					a.add(ruleDownloadExec)
-				}
-				if d.known {
-					a.analyzeCode(lang, d.text)
-				}
+			d, known := a.runContent(a.target(f), lang)
+			if d.t&tRemote != 0 {
+				a.add(ruleDownloadExec)
+			}
+			if known {
+				a.analyzeCode(lang, d.text)
 			}
 		}
 	case r.stdin && len(r.code) == 0:

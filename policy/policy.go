@@ -157,6 +157,15 @@ func (c *Classifier) Classify(command string) (res Analysis) {
 		}
 		res = a.result(command)
 	}()
+	a.walk(command, nil)
+	return
+}
+
+// walk is the one analysis of a command line, with or without a session (Classify and
+// ClassifyIn both call it, so `policy check` and the gate cannot drift apart): the checks of
+// the raw text, the session's prelude when there is a session, the walk of the tree, then
+// session (the session's extra checks) and the checks of the whole line.
+func (a *analyzer) walk(command string, session func()) {
 	if strings.TrimSpace(command) == "" {
 		return
 	}
@@ -165,7 +174,12 @@ func (c *Classifier) Classify(command string) (res Analysis) {
 		return
 	}
 	a.checkHidden(command)
+	if a.sess != nil {
+		a.sessionPrelude()
+	}
 	a.runScript(command, desc{}, nil, false)
+	if session != nil {
+		session()
+	}
 	a.finish()
-	return
 }

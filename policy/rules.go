@@ -114,6 +114,9 @@ const (
 	ruleArchiveRemove
 	ruleChmodOutside
 	ruleGitRemoteRefDelete
+	ruleSessionEnv
+	ruleRunUnseen
+	ruleRebind
 	numRules
 )
 
@@ -219,6 +222,12 @@ var ruleTable = [numRules]Rule{
 	ruleArchiveRemove:      {"archive-remove-files", "archiving that deletes the archived files", VerdictDangerous},
 	ruleChmodOutside:       {"recursive-chmod-outside", "recursive permission or ownership change outside the working tree", VerdictDangerous},
 	ruleGitRemoteRefDelete: {"git-remote-ref-delete", "deleting a branch or tag on the remote", VerdictDangerous},
+	ruleSessionEnv: {"session-env-change",
+		"changing a variable that decides what later commands run (PATH, BASH_ENV, ENV, LD_PRELOAD, PROMPT_COMMAND)", VerdictDangerous},
+	ruleRebind: {"command-rebound",
+		"making a command name run another program or code (hash -p, an exported BASH_FUNC_ function)", VerdictDangerous},
+	ruleRunUnseen: {"run-unseen-content",
+		"running a file that an earlier part of the same command line wrote with content the gate cannot see", VerdictDangerous},
 }
 
 // Rules lists every rule the classifier can report, most severe first.

@@ -402,7 +402,7 @@ func (a *analyzer) mv(c *call) {
 	if dst.s != "/dev/null" {
 		content := desc{}
 		if len(files) == 1 && !files[0].dyn {
-			content = a.files[a.target(files[0]).p]
+			content = a.fileContent(files[0])
 		}
 		a.writeTarget(dst, wCopy, content)
 	}

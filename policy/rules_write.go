@@ -88,16 +88,18 @@ func (a *analyzer) writeTarget(f field, how writeKind, content desc) {
 }
 
 func (a *analyzer) rememberFile(p string, d desc) {
-	if !d.known && d.t == 0 {
-		if a.files != nil {
-			delete(a.files, p)
-		}
-		return
+	if !d.known && d.src == "" {
+		// Written with content nobody can see here: running it later in the line asks.
+		d = desc{t: d.t, unseen: true}
 	}
 	if a.files == nil {
 		a.files = map[string]desc{}
 	}
+	if a.line == nil {
+		a.line = map[string]bool{}
+	}
 	a.files[p] = d
+	a.line[p] = true
 }
 
 func (a *analyzer) cp(c *call) {
@@ -122,8 +124,8 @@ func (a *analyzer) cp(c *call) {
 		if a.isCredential(t) {
 			a.add(ruleReadCreds)
 		}
-		if d, ok := a.files[t.p]; ok && len(files) == 1 {
-			content = d
+		if len(files) == 1 {
+			content = a.fileContent(src)
 		}
 	}
 	how := wCopy
@@ -175,7 +177,11 @@ func (a *analyzer) ln(c *call) {
 			a.add(ruleHistory)
 		}
 	}
-	a.writeTarget(dst, wCopy, desc{})
+	content := desc{}
+	if len(files) == 1 && !files[0].dyn {
+		content = a.linkContent(files[0], dst)
+	}
+	a.writeTarget(dst, wCopy, content)
 }
 
 func (a *analyzer) tee(c *call) {

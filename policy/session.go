@@ -48,8 +48,6 @@ type Context struct {
 // Session-level findings. Their descriptions are stable allowlist keys; the specifics (which
 // file, which error) go in Analysis.Notes.
 var (
-	findingSessionEnv = Finding{Rule: "session-env-change", Verdict: VerdictDangerous,
-		Description: "changing a variable that decides what later commands run (PATH, BASH_ENV, ENV, LD_PRELOAD, PROMPT_COMMAND)"}
 	findingUnreadable = Finding{Rule: "unreadable-script", Verdict: VerdictDangerous,
 		Description: "running a file whose contents could not be read to check them"}
 	findingShadowBinary = Finding{Rule: "path-shadowed-program", Verdict: VerdictDangerous,
@@ -64,6 +62,59 @@ var sessionVars = map[string]bool{
 	"PROMPT_COMMAND": true, "PS0": true, "PS1": true, "PS4": true, "SHELLOPTS": true, "BASHOPTS": true,
 	"DYLD_INSERT_LIBRARIES": true, "PYTHONSTARTUP": true, "PYTHONPATH": true, "NODE_OPTIONS": true, "PERL5OPT": true,
 	"RUBYOPT": true,
+}
+
+// sessionVarRisky reports whether setting name to val changes what later commands run in a
+// way that needs approval. Search-path lists (PATH, PYTHONPATH, LD_LIBRARY_PATH) do only when
+// they gain an entry in a directory anybody can write (/tmp), or PATH a relative one: a program later
+// found in another added directory is read and judged when it runs (shadowed). NODE_OPTIONS
+// does only when it loads code (--require, --import, --loader), PROMPT_COMMAND only when its
+// text is not known (a known one is judged as the command it is). The others are hooks that
+// run code by themselves and always do.
+func sessionVarRisky(name string, val field) bool {
+	if !sessionVars[name] {
+		return false
+	}
+	switch name {
+	case "PATH", "PYTHONPATH", "LD_LIBRARY_PATH":
+		for _, e := range strings.Split(val.s, ":") {
+			switch {
+			case strings.Contains(e, unkS):
+				// an unresolved part ($PATH itself, $(go env GOPATH)/bin)
+			case e == "" || !strings.HasPrefix(e, "/"):
+				// ".", "bin": programs found relative to wherever a later command runs
+				// (PYTHONPATH=. for a test run is routine: modules, not programs).
+				if name == "PATH" {
+					return true
+				}
+			case tempDir(path.Clean(e)):
+				return true
+			}
+		}
+		return false
+	case "PROMPT_COMMAND":
+		return val.dyn // its text is judged as the command it is (checkEnv)
+	case "NODE_OPTIONS":
+		for _, w := range strings.Fields(val.s) {
+			k, _, _ := strings.Cut(w, "=")
+			switch k {
+			case "-r", "--require", "--import", "--loader", "--experimental-loader", "--inspect", "--inspect-brk":
+				return true
+			}
+		}
+		return val.dyn
+	}
+	return true
+}
+
+// tempDir reports whether p is in a directory every user can write.
+func tempDir(p string) bool {
+	for _, d := range [...]string{"/tmp", "/var/tmp", "/dev/shm", "/private/tmp"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // IsSessionVar reports whether setting name changes what later commands run.
@@ -97,6 +148,7 @@ const ranLimit = 256
 type session struct {
 	ctx   Context
 	wants map[string]string // path → "sh", "exec", "data" or a language
+	disk  map[string]desc   // the files read so far, as they were before the command line
 	notes []string
 	extra []Finding
 }
@@ -115,13 +167,6 @@ func (a *analyzer) want(t target, kind string) {
 	}
 	if _, ok := a.sess.wants[key]; !ok {
 		a.sess.wants[key] = kind
-	}
-}
-
-// wantExec records a program named by a path (./x, /tmp/x).
-func (a *analyzer) wantExec(raw string, f0 field) {
-	if a.sess != nil && strings.ContainsRune(raw, '/') && !f0.dyn {
-		a.want(a.target(f0), "exec")
 	}
 }
 
@@ -189,20 +234,12 @@ func (a *analyzer) sessionWalk(command string, files map[string]desc, execs map[
 			a.add(ruleInternalError) // fail closed, as Classify does
 		}
 	}()
-	if strings.TrimSpace(command) == "" {
-		return
-	}
-	if len(command) > maxCommandLen {
-		a.add(ruleTooComplex)
-		return
-	}
-	a.sessionPrelude()
-	a.runScript(command, desc{}, nil, false)
-	for p, lang := range execs {
-		a.analyzeCode(lang, files["\x01"+p].text)
-	}
-	a.shadowed(files, unreadable, reads)
-	a.finish()
+	a.walk(command, func() {
+		for p, lang := range execs {
+			a.analyzeCode(lang, files["\x01"+p].text)
+		}
+		a.shadowed(files, unreadable, reads)
+	})
 }
 
 // readWanted reads the files the last pass asked for and reports whether there were any.
@@ -266,7 +303,7 @@ func readSession(sc Context, p string) ([]byte, error) {
 // variables and the files read so far.
 func (c *Classifier) sessionAnalyzer(sc Context, files map[string]desc) *analyzer {
 	a := newAnalyzer(c)
-	a.sess = &session{ctx: sc}
+	a.sess = &session{ctx: sc, disk: files}
 	if d := cleanAbs(sc.Dir); d != "" {
 		a.cwd = d
 	} else {
@@ -298,8 +335,9 @@ func (c *Classifier) sessionAnalyzer(sc Context, files map[string]desc) *analyze
 func (a *analyzer) sessionPrelude() {
 	sc := a.sess.ctx
 	for k := range sc.CmdEnv {
+		// Set through the API for this command, out of sight of the text: any of them asks.
 		if sessionVars[k] {
-			a.sess.extra = append(a.sess.extra, findingSessionEnv)
+			a.add(ruleSessionEnv)
 			a.sess.notes = append(a.sess.notes, "the command sets "+k)
 		}
 		if isGateEnv(k) {
@@ -323,11 +361,15 @@ func (a *analyzer) sessionPrelude() {
 }
 
 // flagSessionVar records that the command sets one of the session variables.
-func (a *analyzer) flagSessionVar(name string) {
-	if a.sess == nil || !sessionVars[name] {
+// It is the same finding with or without a session, so `policy check` and the gate agree.
+func (a *analyzer) flagSessionVar(name string, val field) {
+	if !sessionVarRisky(name, val) {
 		return
 	}
-	a.sess.extra = append(a.sess.extra, findingSessionEnv)
+	a.add(ruleSessionEnv)
+	if a.sess == nil {
+		return
+	}
 	note := "the command changes " + name
 	if !slices.Contains(a.sess.notes, note) {
 		a.sess.notes = append(a.sess.notes, note)

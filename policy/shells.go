@@ -118,15 +118,12 @@ func (a *analyzer) runFile(f field, in desc) {
 		}
 		return
 	}
-	t := a.target(f)
-	a.want(t, "sh")
-	if d, ok := a.files[t.p]; ok {
-		if d.t&tRemote != 0 {
-			a.add(ruleDownloadExec)
-		}
-		if d.known {
-			a.shellStdin(d)
-		}
+	d, known := a.runContent(a.target(f), "sh")
+	if d.t&tRemote != 0 {
+		a.add(ruleDownloadExec)
+	}
+	if known {
+		a.shellStdin(d)
 	}
 }
 

@@ -102,7 +102,7 @@ func (a *analyzer) readFile(f field) desc {
 	} else if a.isSecretSource(t) {
 		tt |= tSecret
 	}
-	return desc{t: tt}
+	return desc{t: tt, src: t.p}
 }
 
 // Walking command substitutions nested in words, for their own effects.

@@ -277,13 +277,16 @@ func (t *ttyApprover) Approve(ctx context.Context, req gate.Request) (gate.Decis
 // approvalPrompt is the question put to the person at the terminal.
 func approvalPrompt(req gate.Request) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nhermes-sandbox: approval needed (%s verdict, backend %s, session %s)\n", req.Verdict, req.Backend, req.Session)
-	fmt.Fprintf(&b, "  %s: %s\n", req.Tool, req.Command)
+	// Everything that comes from the command or the session goes through gate.Visible: an
+	// escape sequence in the command must not repaint what the person reads.
+	fmt.Fprintf(&b, "\nhermes-sandbox: approval needed (%s verdict, backend %s, session %s)\n",
+		req.Verdict, req.Backend, gate.Visible(req.Session))
+	fmt.Fprintf(&b, "  %s: %s\n", req.Tool, strings.ReplaceAll(gate.Visible(req.Command), "\n", "\n    "))
 	for _, f := range req.Findings {
 		fmt.Fprintf(&b, "  [%s] %s\n", f.Rule, f.Description)
 	}
 	for _, n := range req.Notes {
-		fmt.Fprintf(&b, "  (%s)\n", n)
+		fmt.Fprintf(&b, "  (%s)\n", gate.Visible(n))
 	}
 	b.WriteString("Allow? [o]nce, [s]ession, [a]lways, [d]eny (default deny): ")
 	return b.String()

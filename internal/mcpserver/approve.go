@@ -69,15 +69,18 @@ func (a *elicitApprover) Approve(ctx context.Context, req gate.Request) (gate.De
 // approvalMessage is what the person reads: what would run, where, and why it needs asking.
 func approvalMessage(req gate.Request) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The agent wants to run a %s %s in the %s sandbox (session %s):\n\n", req.Verdict, req.Tool, req.Backend, req.Session)
-	fmt.Fprintf(&b, "    %s\n\n", strings.ReplaceAll(req.Command, "\n", "\n    "))
+	// The command and anything else from the session go through gate.Visible, as in the CLI's
+	// prompt: control and bidirectional characters are shown escaped, never interpreted.
+	fmt.Fprintf(&b, "The agent wants to run a %s %s in the %s sandbox (session %s):\n\n",
+		req.Verdict, req.Tool, req.Backend, gate.Visible(req.Session))
+	fmt.Fprintf(&b, "    %s\n\n", strings.ReplaceAll(gate.Visible(req.Command), "\n", "\n    "))
 	if len(req.Findings) > 0 {
 		b.WriteString("Why it needs approval:\n")
 		for _, f := range req.Findings {
 			fmt.Fprintf(&b, "  - [%s] %s\n", f.Rule, f.Description)
 		}
 		for _, n := range req.Notes {
-			fmt.Fprintf(&b, "    (%s)\n", n)
+			fmt.Fprintf(&b, "    (%s)\n", gate.Visible(n))
 		}
 		b.WriteString("\n")
 	}
