@@ -23,11 +23,11 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := b.validate(); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "check", Err: err}
 	}
-	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err != nil {
+	if _, err := b.cli.ImageInspect(ctx, b.image()); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return b.imageMissing(ctx, err)
 		}
-		return b.engineErr("inspect image", b.cfg.Image, err)
+		return b.engineErr("inspect image", b.image(), err)
 	}
 	if _, err := b.userIDs(ctx); err != nil {
 		return err

@@ -33,6 +33,7 @@ const (
 func (b *Backend) prepare(ctx context.Context) error {
 	b.prepMu.Lock()
 	defer b.prepMu.Unlock()
+	b.resolveImage(ctx)
 	if b.agent != nil {
 		return nil
 	}
@@ -270,7 +271,7 @@ func (b *Backend) prepareWorkspace(ctx context.Context, vol string, uid, gid int
 		labels[k] = v
 	}
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
+		Config: &container.Config{Image: b.image(), Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
 		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
 			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/w"}}},
 		Name: name})
