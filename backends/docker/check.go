@@ -51,6 +51,11 @@ func (b *Backend) Check(ctx context.Context) error {
 		return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("the engine cannot enforce %v on this host (its cgroups lack them): fix the host, or set those keys to 0 to run without: %w",
 			missing, sandbox.ErrUnavailable)}
 	}
+	if b.diskLimit() > 0 {
+		if err := b.disksSeen(); err != nil {
+			return &sandbox.Error{Backend: Name, Op: "check", Err: err}
+		}
+	}
 	if b.cfg.Runtime != "" {
 		if _, ok := info.Runtimes[b.cfg.Runtime]; !ok {
 			var names []string

@@ -193,9 +193,9 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	if err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: err}
 	}
+	var drv *mount.Driver
 	if spec.workspace != "" {
-		drv, err := b.workspaceDisk(ctx, spec.workspace, uid, gid)
-		if err != nil {
+		if drv, err = b.workspaceDisk(ctx, spec.workspace, uid, gid); err != nil {
 			return "", err
 		}
 		if drv != nil {
@@ -210,6 +210,9 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	}
 	t0 := time.Now()
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: name})
+	if err != nil && drv != nil && !cerrdefs.IsConflict(err) {
+		b.dropUnusedDisk(spec.workspace) // made for this container, which the engine refused
+	}
 	if err != nil {
 		switch {
 		case cerrdefs.IsConflict(err):

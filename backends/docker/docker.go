@@ -80,6 +80,9 @@ type Backend struct {
 	diskOnce sync.Once
 	diskErr  error // why docker.disk_limit cannot be enforced here (see diskUnenforced)
 
+	disksSeenOnce sync.Once
+	disksSeenErr  error // why the engine cannot see the disks this process mounts (see disksSeen)
+
 	oomFile atomic.Int32 // index in oomFiles of the counter file that works here
 
 	egressObs egress.Observer // receives the egress proxy's decisions (audit)
