@@ -211,6 +211,7 @@ func (b *Backend) ImportImage(ctx context.Context, src sandbox.ImageSource, p sa
 		return sandbox.ImageInfo{}, err
 	}
 	p.Printf("imported %s (%s)\n", src.Tag, id)
+	b.resolveImage(ctx) // the new image may be the built one, standing in for a missing default
 	return b.imageInfo(ctx, src.Tag)
 }
 

@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 )
 
 // TestAutoNeverPicksLocal: with nothing configured and no usable docker, neither exec nor
@@ -48,4 +51,32 @@ func TestAutoNeverPicksLocal(t *testing.T) {
 	if out := e.mustRun("exec", "-c", "echo config"); out != "config\n" {
 		t.Errorf("exec with sandbox local in the config printed %q", out)
 	}
+}
+
+// TestFirstExecRunsInDockerWithNoConfig: after `make run` built its image, the README's first
+// exec, with nothing configured, runs in a docker container and says which image.
+func TestFirstExecRunsInDockerWithNoConfig(t *testing.T) {
+	cli := testenv.DockerEngine(t, "the first exec in docker: ")
+	ctx := t.Context()
+	if _, err := cli.ImageInspect(ctx, config.BuiltDockerImage); err != nil {
+		t.Skipf("needs the image `make run` builds (%s): %v", config.BuiltDockerImage, err)
+	}
+	if def := config.NewConfig().Docker.Image; imagePresent(t, def) {
+		t.Skipf("needs an engine without the default image %s (the built image stands in only for a missing one)", def)
+	}
+	testenv.AgentBinary(t)
+	e := newEnv(t)
+	t.Cleanup(func() { e.run("", "sessions", "rm", "first") })
+	code, out, errOut := e.run("", "exec", "--session", "first", "-c", "test -f /.dockerenv && echo in-a-container")
+	if code != 0 || out != "in-a-container\n" {
+		t.Fatalf("exec with no configuration: exit %d, stdout %q, stderr %q; want it run in a container", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "using docker") || !strings.Contains(errOut, config.BuiltDockerImage) {
+		t.Errorf("exec with no configuration said %q; want it to name docker and the image %s", errOut, config.BuiltDockerImage)
+	}
+}
+
+func imagePresent(t *testing.T, ref string) bool {
+	_, err := testenv.Docker(t).ImageInspect(t.Context(), ref)
+	return err == nil
 }
