@@ -120,16 +120,26 @@ func TestDiskLimitInPrivateMountNamespace(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS") {
 		t.Fatalf("the test in a private mount namespace: %v\n%s", err, out)
 	}
+	// Other test processes may attach disks meanwhile: only the child's scope counts.
+	_, scope, _ := strings.Cut(string(out), scopeMark)
+	scope, _, _ = strings.Cut(scope, "\n")
+	if scope == "" {
+		t.Fatalf("the test in a private mount namespace did not name its scope:\n%s", out)
+	}
 	for dev, file := range loopBackingFiles(t) {
-		if strings.HasPrefix(file, diskRoot) && before[dev] != file {
+		if strings.HasPrefix(file, filepath.Join(diskRoot, "hermes-"+scope+"-")) && before[dev] != file {
 			t.Errorf("loop device %s is left attached to %s", dev, file)
 		}
 	}
 }
 
+// scopeMark precedes, in the output of the run inside the namespace, the scope of its backend.
+const scopeMark = "private namespace scope: "
+
 // diskLimitInPrivateNS is TestDiskLimitInPrivateMountNamespace inside the namespace.
 func diskLimitInPrivateNS(t *testing.T) {
 	b := newBackend(t, func(c *config.Config) { c.Docker.DiskLimit = 32 * config.Mebibyte })
+	t.Log(scopeMark + b.scope)
 	ctx := ctxT(t, 2*time.Minute)
 	const why = "PrivateMounts="
 	if err := b.Check(ctx); err == nil || !strings.Contains(err.Error(), why) {

@@ -53,10 +53,10 @@ func (b *Backend) defaultImage() bool {
 	return !b.opts.IsExplicit("docker.image") && b.cfg.Image == config.NewConfig().Docker.Image
 }
 
-// resolveImage decides, once the engine has it, which image sessions run: docker.image when
-// the engine has it or the user set it (a missing image they chose is an error, never swapped
-// for another); else, for the default left unset, the built image when the engine has that.
-// Nothing found is not remembered, so an image pulled or built later is found by the next call.
+// resolveImage decides which image sessions run: docker.image when the engine has it; for the
+// default, left unset and missing, the built image when the engine has that. An image the user
+// chose is never swapped for another: missing, it is an error (imageMissing). Nothing found is
+// not remembered, so an image pulled or built later is found by the next call.
 func (b *Backend) resolveImage(ctx context.Context) {
 	b.imageMu.Lock()
 	defer b.imageMu.Unlock()
