@@ -301,6 +301,15 @@ type MCPConfig struct {
 	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
 }
 
+// BuiltDockerImage is the image `make run` builds from Debian's packages (python3 and git), with
+// no registry: BuildDockerImage. With docker.image left at its default and that default not on
+// the engine, the docker backend runs this image when the engine has it.
+const BuiltDockerImage = "hermes-sandbox/python:3"
+
+// BuildDockerImage is the command that builds BuiltDockerImage (root and debootstrap; the
+// packages come from the Debian archive apt uses, not from a container registry).
+const BuildDockerImage = "sudo hermes-sandbox image build --debian bookworm --packages python3,git --tag " + BuiltDockerImage
+
 // NewConfig returns the defaults.
 func NewConfig() *Config {
 	return &Config{

@@ -2,7 +2,7 @@
 # The main job (`make run`): on a fresh machine, get what the demo needs, show which backends
 # work here, then run the README's examples in a persistent docker session whose image has
 # python3 and git — built from Debian's packages, since there may be no registry to pull from.
-# Without a Docker engine (or without root to build the image) it says why and uses local.
+# Without a Docker engine (or without root to build the image) it says why and chooses local.
 #
 # It touches none of your settings or history: config, state and audit log live in a scratch
 # directory that is removed at the end. What stays is said at the end: the image (reused by the
@@ -44,7 +44,6 @@ if [ "$engine" = yes ]; then
   if command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     say "Building $image from Debian bookworm with python3 and git (cached after the first time)"
     if show image build --debian bookworm --packages python3,git --tag "$image"; then
-      "$hs" config set docker.image "$image" 2>/dev/null
       backend=docker
     else
       echo "(the image build failed; the demo goes on with the local backend)" >&2
@@ -55,7 +54,13 @@ if [ "$engine" = yes ]; then
 else
   echo "no Docker engine answers here; the demo goes on with the local backend" >&2
 fi
-"$hs" config set sandbox "$backend" 2>/dev/null
+if [ "$backend" = local ]; then
+  # auto never picks local (it runs commands unisolated on this host): the demo chooses it.
+  "$hs" config set sandbox local 2>/dev/null
+fi
+# With docker nothing is configured: auto picks docker, and docker runs the image just built
+# while docker.image is unset and its default (python:3.12-slim, from a registry) is missing,
+# as your own first command will.
 
 say "What works on this machine"
 "$hs" doctor || true
@@ -77,7 +82,9 @@ say "Left behind"
 if [ "$backend" = docker ]; then
   echo "- the image $image, so the next run starts at once (remove it with: docker image rm $image)"
   echo "- its root filesystem, cached in ${XDG_CACHE_HOME:-$HOME/.cache}/hermes-sandbox/images"
-  echo "Use it yourself: hermes-sandbox config set sandbox docker && hermes-sandbox config set docker.image $image"
+  echo "Use it yourself: with nothing configured, 'bin/hermes-sandbox exec -- python3 -c \"print(42)\"' runs in it"
+  echo "(docker is used, and this image stands in for the missing default docker.image python:3.12-slim)."
+  echo "Make it the default for good: hermes-sandbox config set sandbox docker && hermes-sandbox config set docker.image $image"
 else
   echo "- nothing (config, state and audit log were in $scratch, now removed)"
 fi

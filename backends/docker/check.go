@@ -23,11 +23,11 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err := b.validate(); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "check", Err: err}
 	}
-	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err != nil {
+	if _, err := b.cli.ImageInspect(ctx, b.image()); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return b.imageMissing(ctx, err)
 		}
-		return b.engineErr("inspect image", b.cfg.Image, err)
+		return b.engineErr("inspect image", b.image(), err)
 	}
 	if _, err := b.userIDs(ctx); err != nil {
 		return err
@@ -50,6 +50,11 @@ func (b *Backend) Check(ctx context.Context) error {
 	if len(missing) > 0 {
 		return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("the engine cannot enforce %v on this host (its cgroups lack them): fix the host, or set those keys to 0 to run without: %w",
 			missing, sandbox.ErrUnavailable)}
+	}
+	if b.diskLimit() > 0 {
+		if err := b.disksSeen(); err != nil {
+			return &sandbox.Error{Backend: Name, Op: "check", Err: err}
+		}
 	}
 	if b.cfg.Runtime != "" {
 		if _, ok := info.Runtimes[b.cfg.Runtime]; !ok {

@@ -371,7 +371,7 @@ type containerSpec struct {
 func (b *Backend) specHash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
-		b.cfg.Image, b.networkSpec(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
+		b.image(), b.networkSpec(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
 		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
 		b.cfg.Runtime, fmt.Sprintf("%s@%d-%d", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano()), b.agent.Args)
 	return hex.EncodeToString(h.Sum(nil))[:16]
@@ -418,7 +418,7 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 	entry := append([]string{agentInCtr}, b.agent.Args...)
 	entry = append(entry, "idle")
 	c := &container.Config{
-		Image:      cfg.Image,
+		Image:      b.image(),
 		User:       cfg.User,
 		Env:        b.env,
 		WorkingDir: workdir(cfg),

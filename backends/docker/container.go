@@ -33,6 +33,7 @@ const (
 func (b *Backend) prepare(ctx context.Context) error {
 	b.prepMu.Lock()
 	defer b.prepMu.Unlock()
+	b.resolveImage(ctx)
 	if b.agent != nil {
 		return nil
 	}
@@ -192,9 +193,9 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	if err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: err}
 	}
+	var drv *mount.Driver
 	if spec.workspace != "" {
-		drv, err := b.workspaceDisk(ctx, spec.workspace, uid, gid)
-		if err != nil {
+		if drv, err = b.workspaceDisk(ctx, spec.workspace, uid, gid); err != nil {
 			return "", err
 		}
 		if drv != nil {
@@ -209,6 +210,9 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	}
 	t0 := time.Now()
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: name})
+	if err != nil && drv != nil && !cerrdefs.IsConflict(err) {
+		b.dropUnusedDisk(spec.workspace) // made for this container, which the engine refused
+	}
 	if err != nil {
 		switch {
 		case cerrdefs.IsConflict(err):
@@ -270,7 +274,7 @@ func (b *Backend) prepareWorkspace(ctx context.Context, vol string, uid, gid int
 		labels[k] = v
 	}
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
+		Config: &container.Config{Image: b.image(), Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
 		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
 			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/w"}}},
 		Name: name})

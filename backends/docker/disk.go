@@ -54,6 +54,29 @@ func (b *Backend) diskUnenforced() error {
 	return b.diskErr
 }
 
+// disksSeen says why the engine cannot see the bounded file systems this process mounts
+// under diskRoot, or nil. It can not when this process runs in a mount namespace of its own
+// (a systemd unit with PrivateMounts=, ProtectSystem=…, or `unshare -m`): the engine would
+// bind an empty directory or fail with a bare "no such file or directory", and the loop
+// device made for it would stay attached here.
+func (b *Backend) disksSeen() error {
+	b.disksSeenOnce.Do(func() {
+		sock, ok := strings.CutPrefix(b.host, "unix://")
+		if !ok {
+			return
+		}
+		var nerr *loopdisk.NamespaceError
+		if err := loopdisk.SeenBySocketPeer(sock, diskRoot); errors.As(err, &nerr) {
+			b.disksSeenErr = fmt.Errorf("docker.disk_limit %s cannot be enforced: %w, so the engine cannot see the workspace file systems "+
+				"mounted under %s. Run hermes-sandbox in the engine's mount namespace: in a systemd unit, remove PrivateMounts=, "+
+				"ProtectSystem=, ProtectHome=, PrivateTmp=, PrivateDevices=, ReadOnlyPaths=, ReadWritePaths=, InaccessiblePaths= "+
+				"and the other settings that give the service a mount namespace of its own; or set docker.disk_limit: 0 to run "+
+				"without a workspace limit: %w", b.cfg.DiskLimit, err, diskRoot, sandbox.ErrUnavailable)
+		}
+	})
+	return b.disksSeenErr
+}
+
 // workspaceDisk readies the bounded file system for a new container's workspace volume vol
 // (its data directory owned by uid:gid) and returns the volume driver settings that mount it,
 // or nil when the workspace is not bounded: no limit, or vol exists from before the limit.
@@ -61,6 +84,9 @@ func (b *Backend) workspaceDisk(ctx context.Context, vol string, uid, gid int) (
 	size := b.diskLimit()
 	if size == 0 {
 		return nil, nil
+	}
+	if err := b.disksSeen(); err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "create", ID: vol, Err: err}
 	}
 	disk := loopdisk.At(diskRoot, vol)
 	if v, err := b.cli.VolumeInspect(ctx, vol, client.VolumeInspectOptions{}); err == nil {
@@ -89,6 +115,9 @@ func (b *Backend) mountDisks(ctx context.Context, vols []string) error {
 		if !disk.Exists() || disk.Mounted() {
 			continue
 		}
+		if err := b.disksSeen(); err != nil {
+			return &sandbox.Error{Backend: Name, Op: "start", ID: v, Err: err}
+		}
 		if err := disk.Ensure(ctx, 0, 0, 0); err != nil {
 			return &sandbox.Error{Backend: Name, Op: "start", ID: v, Err: fmt.Errorf("mount the bounded workspace: %w", err)}
 		}
@@ -110,6 +139,17 @@ func (b *Backend) dropDisk(vol string) {
 	}
 	if err := disk.Remove(); err != nil {
 		b.log.Warn("remove the workspace's file system", "volume", vol, "err", err)
+	}
+}
+
+// dropUnusedDisk deletes the bounded file system made for vol when the engine has no such
+// volume (its container was refused before the volume was made), so that no loop device or
+// image is left for a workspace that does not exist.
+func (b *Backend) dropUnusedDisk(vol string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := b.cli.VolumeInspect(ctx, vol, client.VolumeInspectOptions{}); cerrdefs.IsNotFound(err) {
+		b.dropDisk(vol)
 	}
 }
 

@@ -40,6 +40,9 @@ type Options struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
+	// BuiltImage replaces config.BuiltDockerImage as the image run when docker.image is left
+	// at its default and the engine lacks that default (tests name one of their own).
+	BuiltImage string
 }
 
 // Backend runs sessions in containers on one Docker engine.
@@ -65,6 +68,9 @@ type Backend struct {
 	usersMu sync.Mutex
 	users   *userIDs // guarded by usersMu; docker.user resolved in the image, once
 
+	imageMu sync.Mutex
+	imageOK string // guarded by imageMu; the image sessions run, once found (see resolveImage)
+
 	prepMu sync.Mutex
 	agent  *agentbin.Binary // guarded by prepMu; the helper binary, set once by prepare and never changed
 
@@ -73,6 +79,9 @@ type Backend struct {
 
 	diskOnce sync.Once
 	diskErr  error // why docker.disk_limit cannot be enforced here (see diskUnenforced)
+
+	disksSeenOnce sync.Once
+	disksSeenErr  error // why the engine cannot see the disks this process mounts (see disksSeen)
 
 	oomFile atomic.Int32 // index in oomFiles of the counter file that works here
 

@@ -11,6 +11,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -81,16 +82,25 @@ func unreachable(err error) bool {
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
-// imageMissing is the error for an image the engine does not have: it names the two ways to
-// get one.
+// imageMissing is the error for an image the engine does not have: it names the ways to get
+// one, the one that needs no registry first.
 func (b *Backend) imageMissing(ctx context.Context, cause error) error {
-	if _, err := b.cli.ImageInspect(ctx, b.cfg.Image); err == nil || !cerrdefs.IsNotFound(err) {
+	img := b.image()
+	if _, err := b.cli.ImageInspect(ctx, img); err == nil || !cerrdefs.IsNotFound(err) {
 		return b.engineErr("create", "", cause)
 	}
-	return &sandbox.Error{Backend: Name, Op: "image", ID: b.cfg.Image, Err: sandbox.WithKind(sandbox.ErrNotFound,
-		fmt.Errorf("the image is not on this machine: pull it with `hermes-sandbox image pull %s`, or on an "+
-			"air-gapped machine import a root filesystem with `hermes-sandbox image import --rootfs "+
-			"DIR --tag %s` (or --tar FILE); or choose another with `hermes-sandbox config set "+
-			"docker.image IMAGE`",
-			b.cfg.Image, b.cfg.Image))}
+	if b.defaultImage() {
+		return &sandbox.Error{Backend: Name, Op: "image", ID: img, Err: sandbox.WithKind(sandbox.ErrNotFound,
+			fmt.Errorf("docker.image is unset and neither its default %s nor %s (the image `make run` builds) is on "+
+				"this machine: build %s from Debian's packages, no registry needed, with `%s` (or `make run`), and it "+
+				"is used from then on; or, where a registry is reachable, `hermes-sandbox image pull %s`; or choose "+
+				"an image the engine has with `hermes-sandbox config set docker.image IMAGE` (`hermes-sandbox image list`)",
+				img, b.builtImage(), b.builtImage(), config.BuildDockerImage, img))}
+	}
+	return &sandbox.Error{Backend: Name, Op: "image", ID: img, Err: sandbox.WithKind(sandbox.ErrNotFound,
+		fmt.Errorf("the image is not on this machine: build one from Debian's packages, no registry needed, with "+
+			"`%s` and choose it with `hermes-sandbox config set docker.image %s`; or import a root "+
+			"filesystem with `hermes-sandbox image import --rootfs DIR --tag %s` (or --tar FILE); or, where a "+
+			"registry is reachable, pull it with `hermes-sandbox image pull %s`",
+			config.BuildDockerImage, b.builtImage(), img, img))}
 }

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/distribution/reference"
 	"github.com/moby/moby/api/pkg/authconfig"
 	"github.com/moby/moby/api/types/jsonstream"
@@ -23,12 +25,67 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/moby/moby/client/pkg/jsonmessage"
 
+	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // ImportChanges are the Dockerfile instructions applied to an imported root filesystem: a
 // tarball has no ENV or CMD, and a shell without PATH finds nothing.
 var ImportChanges = []string{"ENV PATH=" + defaultPath, `CMD ["/bin/sh"]`}
+
+// image is the image sessions run: docker.image, or the built image (config.BuiltDockerImage)
+// once resolveImage found that docker.image was left at its default, the engine lacks the
+// default and has the built one.
+func (b *Backend) image() string {
+	b.imageMu.Lock()
+	defer b.imageMu.Unlock()
+	if b.imageOK != "" {
+		return b.imageOK
+	}
+	return b.cfg.Image
+}
+
+// builtImage is the image `make run` builds (Options.BuiltImage in tests).
+func (b *Backend) builtImage() string { return cmp.Or(b.extra.BuiltImage, config.BuiltDockerImage) }
+
+// defaultImage reports whether docker.image is the default, set by nobody.
+func (b *Backend) defaultImage() bool {
+	return !b.opts.IsExplicit("docker.image") && b.cfg.Image == config.NewConfig().Docker.Image
+}
+
+// resolveImage decides which image sessions run: docker.image when the engine has it; for the
+// default, left unset and missing, the built image when the engine has that. An image the user
+// chose is never swapped for another: missing, it is an error (imageMissing). Nothing found is
+// not remembered, so an image pulled or built later is found by the next call.
+func (b *Backend) resolveImage(ctx context.Context) {
+	b.imageMu.Lock()
+	defer b.imageMu.Unlock()
+	if b.imageOK != "" {
+		return
+	}
+	_, err := b.cli.ImageInspect(ctx, b.cfg.Image)
+	if err == nil {
+		b.imageOK = b.cfg.Image
+	}
+	if err == nil || !cerrdefs.IsNotFound(err) || !b.defaultImage() {
+		return
+	}
+	if _, err := b.cli.ImageInspect(ctx, b.builtImage()); err == nil {
+		b.log.Info("docker.image is unset and its default is not here: using the built image", "default", b.cfg.Image, "image", b.builtImage())
+		b.imageOK = b.builtImage()
+	}
+}
+
+// ImageNote says which image sessions run when it is not the one docker.image names, and how
+// to make that choice explicit ("" when docker.image is what runs).
+func (b *Backend) ImageNote(ctx context.Context) string {
+	b.resolveImage(ctx)
+	if img := b.image(); img != b.cfg.Image {
+		return fmt.Sprintf("image %s: docker.image is unset and its default %s is not on this machine, so the image "+
+			"`make run` builds is used (make it the default: hermes-sandbox config set docker.image %s)", img, b.cfg.Image, img)
+	}
+	return ""
+}
 
 // PullImage pulls ref from its registry, showing progress. Credentials stored inline in the
 // docker config file (~/.docker/config.json "auths") are used for the ref's registry.
@@ -60,7 +117,8 @@ func (b *Backend) Images(ctx context.Context) ([]sandbox.ImageInfo, error) {
 	if err != nil {
 		return nil, b.engineErr("list images", "", err)
 	}
-	want := familiar(b.cfg.Image)
+	b.resolveImage(ctx)
+	want := familiar(b.image())
 	var out []sandbox.ImageInfo
 	for _, im := range list.Items {
 		for _, tag := range im.RepoTags {
@@ -91,7 +149,7 @@ func (b *Backend) imageInfo(ctx context.Context, ref string) (sandbox.ImageInfo,
 	if err != nil {
 		return sandbox.ImageInfo{}, b.engineErr("inspect image", ref, err)
 	}
-	info := sandbox.ImageInfo{Ref: familiar(ref), ID: ii.ID, Size: ii.Size, Configured: familiar(ref) == familiar(b.cfg.Image)}
+	info := sandbox.ImageInfo{Ref: familiar(ref), ID: ii.ID, Size: ii.Size, Configured: familiar(ref) == familiar(b.image())}
 	if t, err := time.Parse(time.RFC3339Nano, ii.Created); err == nil {
 		info.Created = t
 	}
@@ -104,7 +162,8 @@ func (b *Backend) pullErr(ref string, err error) error {
 	if errors.As(err, &ue) {
 		return err
 	}
-	return fmt.Errorf("%w\n(without a registry, import a root filesystem instead: hermes-sandbox image import --rootfs DIR --tag %s)", err, ref)
+	return fmt.Errorf("%w\n(without a registry, build an image from Debian's packages instead: %s; "+
+		"or import a root filesystem: hermes-sandbox image import --rootfs DIR --tag %s)", err, config.BuildDockerImage, ref)
 }
 
 // registryAuth returns the encoded inline credentials for a registry, or "".
@@ -152,6 +211,7 @@ func (b *Backend) ImportImage(ctx context.Context, src sandbox.ImageSource, p sa
 		return sandbox.ImageInfo{}, err
 	}
 	p.Printf("imported %s (%s)\n", src.Tag, id)
+	b.resolveImage(ctx) // the new image may be the built one, standing in for a missing default
 	return b.imageInfo(ctx, src.Tag)
 }
 

@@ -35,12 +35,12 @@ func (b *Backend) userIDs(ctx context.Context) (userIDs, error) {
 		return *b.users, nil
 	}
 	if u == "" {
-		img, err := b.cli.ImageInspect(ctx, b.cfg.Image)
+		img, err := b.cli.ImageInspect(ctx, b.image())
 		if err != nil {
 			if isNotFound(err) {
 				return userIDs{}, b.imageMissing(ctx, err)
 			}
-			return userIDs{}, b.engineErr("inspect image", b.cfg.Image, err)
+			return userIDs{}, b.engineErr("inspect image", b.image(), err)
 		}
 		if img.Config != nil {
 			u, g = userSpec(img.Config.User)
@@ -80,7 +80,7 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 		labels[k] = v
 	}
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: b.cfg.Image, Entrypoint: []string{agentInCtr}, Labels: labels},
+		Config:     &container.Config{Image: b.image(), Entrypoint: []string{agentInCtr}, Labels: labels},
 		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"}},
 		Name:       "hermes-prep-" + b.scope + "-" + sandbox.RandomHex(5)})
 	if err != nil {
@@ -106,12 +106,12 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 		passwd, err := b.readImageFile(ctx, resp.ID, "/etc/passwd")
 		if err != nil {
 			return fail("docker.user %q is a name, but the image %s has no readable /etc/passwd (%v): use a "+
-				"numeric uid:gid such as 1000:1000 (hermes-sandbox config set docker.user 1000:1000)", b.cfg.User, b.cfg.Image, err)
+				"numeric uid:gid such as 1000:1000 (hermes-sandbox config set docker.user 1000:1000)", b.cfg.User, b.image(), err)
 		}
 		var ok bool
 		if ids.uid, ids.gid, ok = lookupPasswd(passwd, u); !ok {
 			return fail("docker.user %q does not exist in the image %s: use a numeric uid:gid such as 1000:1000 "+
-				"(hermes-sandbox config set docker.user 1000:1000), or a user the image has", b.cfg.User, b.cfg.Image)
+				"(hermes-sandbox config set docker.user 1000:1000), or a user the image has", b.cfg.User, b.image())
 		}
 	}
 	if g != "" {
@@ -121,7 +121,7 @@ func (b *Backend) lookupUser(ctx context.Context, u, g string) (userIDs, error) 
 			group, _ := b.readImageFile(ctx, resp.ID, "/etc/group")
 			gid, ok := lookupGroup(group, g)
 			if !ok {
-				return fail("docker.user %q: group %q does not exist in the image %s: use a numeric uid:gid", b.cfg.User, g, b.cfg.Image)
+				return fail("docker.user %q: group %q does not exist in the image %s: use a numeric uid:gid", b.cfg.User, g, b.image())
 			}
 			ids.gid = gid
 		}

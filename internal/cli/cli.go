@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -220,11 +221,11 @@ func (a *app) selectedName(cfg *config.Config) string {
 }
 
 // backendName decides which backend runs: --sandbox, else the configured one. Only "auto"
-// (nothing configured) picks by itself, and then it says so.
+// (nothing configured) picks by itself, and then it says so, or refuses.
 func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, error) {
 	name := a.selectedName(cfg)
 	if name == "" {
-		return a.autoBackend(ctx, cfg), nil
+		return a.autoBackend(ctx, cfg)
 	}
 	if !sandbox.ValidName(name) {
 		return "", usagef("unknown backend %q: valid backends are %s", name, strings.Join(sandbox.BuiltinNames, ", "))
@@ -232,29 +233,55 @@ func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, erro
 	return name, nil
 }
 
-// autoBackend picks docker when its engine and image are usable, else local, and says why on
-// stderr.
-func (a *app) autoBackend(ctx context.Context, cfg *config.Config) string {
-	reason := "docker is not built into this binary"
-	if a.registry.Has("docker") {
-		b, err := a.registry.New("docker", cfg, a.factoryOptions(cfg))
-		if err == nil {
-			defer b.Close()
-			if ch, ok := b.(sandbox.Checker); ok {
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err = ch.Check(cctx)
-				cancel()
-			}
-		}
-		if err == nil {
-			fmt.Fprintln(a.stderr, "hermes-sandbox: no backend configured; using docker (engine and image found). Choose one with `hermes-sandbox config set sandbox NAME`.")
-			return "docker"
-		}
-		reason = err.Error()
+// imageNoter is implemented by backends that may run another image than the one configured
+// (docker runs the image `make run` builds when docker.image is unset and its default is
+// missing): the note says which, and how to make it the setting.
+type imageNoter interface {
+	ImageNote(ctx context.Context) string
+}
+
+// autoBackend picks docker when its engine and an image are usable, and says so on stderr.
+// Otherwise it refuses with the commands that fix it: local runs commands unisolated on this
+// host, so it runs only when chosen (config, --sandbox or the environment), never picked for
+// a caller, whether a person at a terminal, a script or an MCP client.
+func (a *app) autoBackend(ctx context.Context, cfg *config.Config) (string, error) {
+	if !a.registry.Has("docker") {
+		return "", autoRefusal("docker is not built into this binary", false)
 	}
-	fmt.Fprintf(a.stderr, "hermes-sandbox: no backend configured and docker is not usable (%s); using local: "+
-		"commands run UNISOLATED on this host. Choose one with `hermes-sandbox config set sandbox NAME`.\n", reason)
-	return "local"
+	b, err := a.registry.New("docker", cfg, a.factoryOptions(cfg))
+	if err != nil {
+		return "", autoRefusal(err.Error(), false)
+	}
+	defer b.Close()
+	if ch, ok := b.(sandbox.Checker); ok {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = ch.Check(cctx)
+		cancel()
+	}
+	if err != nil {
+		return "", autoRefusal(err.Error(), engineUp(err))
+	}
+	note := "engine and image found"
+	if n, ok := b.(imageNoter); ok {
+		note = cmp.Or(n.ImageNote(ctx), note)
+	}
+	fmt.Fprintf(a.stderr, "hermes-sandbox: no backend configured; using docker (%s). Choose one with `hermes-sandbox config set sandbox NAME`.\n", note)
+	return "docker", nil
+}
+
+// autoRefusal is the error of an "auto" that found docker unusable: why, and the commands
+// that fix it. imageMissing: the engine answers and only an image is missing.
+func autoRefusal(reason string, imageMissing bool) error {
+	fix := "make docker usable (`hermes-sandbox doctor` says what is wrong; is the engine running?)"
+	if imageMissing {
+		fix = "give docker an image, with no registry needed: `" + config.BuildDockerImage + "` (or `make run`), which is then used by default"
+	}
+	return fmt.Errorf("no backend configured (terminal.backend is auto) and docker is not usable: %s\n"+
+		"Nothing ran. auto never picks the local backend, which runs commands UNISOLATED on this host. Either\n"+
+		"  - %s,\n"+
+		"  - or choose a backend: `hermes-sandbox setup` (or `hermes-sandbox config set sandbox NAME`),\n"+
+		"  - or accept no isolation: `hermes-sandbox config set sandbox local` (or --sandbox local for one run)",
+		reason, fix)
 }
 
 // openBackend builds the backend for this run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,7 +95,8 @@ selected backend is not usable.`,
 				}
 			}
 			if selected == string(config.BackendAuto) {
-				fmt.Fprintln(a.stdout, "\nno backend chosen (auto): docker is used when usable, else local. Choose with `hermes-sandbox config set sandbox NAME`.")
+				fmt.Fprintln(a.stdout, "\nno backend chosen (auto): docker is used when usable; otherwise commands are refused, since local "+
+					"(no isolation) runs only when chosen. Choose with `hermes-sandbox setup` or `hermes-sandbox config set sandbox NAME`.")
 			}
 			if bad {
 				return exitError{1}
@@ -109,7 +111,8 @@ selected backend is not usable.`,
 func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string) []backendReport {
 	var out []backendReport
 	for _, name := range sandbox.BuiltinNames {
-		r := backendReport{Backend: name, Selected: name == selected}
+		// auto runs docker or nothing, so docker's report is the one that decides.
+		r := backendReport{Backend: name, Selected: name == selected || selected == string(config.BackendAuto) && name == "docker"}
 		if !a.registry.Has(name) {
 			r.Problem = "not built into this version of hermes-sandbox yet; use one of: " + strings.Join(a.registry.Names(), ", ")
 			out = append(out, r)
@@ -137,6 +140,11 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 		}
 		if d, ok := b.(describer); ok {
 			r.Detail = d.Describe()
+		}
+		if n, ok := b.(imageNoter); ok && r.Usable {
+			if note := n.ImageNote(ctx); note != "" {
+				r.Detail = strings.Join(slices.DeleteFunc([]string{r.Detail, note}, func(s string) bool { return s == "" }), "; ")
+			}
 		}
 		if c, ok := b.(gate.Confiner); ok {
 			_, r.Confinement = c.Confinement()

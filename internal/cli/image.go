@@ -122,7 +122,7 @@ filesystem lacks. Then point the backend at it with 'hermes-sandbox config set B
 
 func (a *app) printImageResult(verb, backend string, info sandbox.ImageInfo) {
 	if info.Configured {
-		fmt.Fprintf(a.stdout, "%s %s (%s); %s.image already uses it\n", verb, info.Ref, info.ID, backend)
+		fmt.Fprintf(a.stdout, "%s %s (%s); the %s backend runs it already\n", verb, info.Ref, info.ID, backend)
 		return
 	}
 	fmt.Fprintf(a.stdout, "%s %s (%s); use it with `hermes-sandbox config set %s.image %s`\n", verb, info.Ref, info.ID, backend, info.Ref)

@@ -95,7 +95,7 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 			a.pool.setKeepAlive(0)
 			return 0, true
 		}
-		if name := a.selectedName(cfg); a.req.Hello.TTY && (name == "local" || name == "") {
+		if a.req.Hello.TTY && a.selectedName(cfg) == "local" { // auto is never local
 			// A local command run by the exec itself shares its terminal (sudo, ssh and git
 			// ask there); the owner has none to give it.
 			a.declined = "a local command of a caller with a terminal runs in the caller's process"

@@ -28,7 +28,7 @@ type setupQuestion struct {
 var setupQuestions = map[string][]setupQuestion{
 	"local": {{"terminal.cwd", "Working directory for new sessions (empty = where you run hermes-sandbox)"}},
 	"docker": {
-		{"docker.image", "Image (pull it with `hermes-sandbox image pull`, or import one)"},
+		{"docker.image", "Image (" + config.BuiltDockerImage + " is the one `make run` builds with no registry; or one from `hermes-sandbox image list`)"},
 		{"docker.memory_limit", "Memory limit"},
 		{"docker.network_enabled", "Allow network access (true/false)"},
 	},
@@ -115,10 +115,18 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 			if err != nil {
 				cfg = config.NewConfig()
 			}
+			defaults := map[string]string{}
 			if a.registry.Has(name) {
 				if b, err := a.registry.New(name, cfg, a.factoryOptions(cfg)); err == nil {
 					if h, ok := b.(setupHinter); ok && h.SetupHint() != "" {
 						fmt.Fprintln(a.stdout, h.SetupHint())
+					}
+					if name == "docker" {
+						img, hint := a.setupDockerImage(ctx, b, cfg)
+						defaults["docker.image"] = img
+						if hint != "" {
+							fmt.Fprintln(a.stdout, hint)
+						}
 					}
 					b.Close()
 				}
@@ -129,11 +137,15 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 						continue
 					}
 					def, _ := config.Get(cfg, q.key)
+					if d, ok := defaults[q.key]; ok {
+						def = d
+					}
 					secret := config.IsSecretKey(q.key)
 					if secret {
 						def = ""
 					}
-					if v := a.ask(in, q.prompt+" ("+q.key+")", def, secret); v != "" && v != def {
+					cur, _ := config.Get(cfg, q.key)
+					if v := a.ask(in, q.prompt+" ("+q.key+")", def, secret); v != "" && v != cur {
 						values[q.key] = v
 					}
 				}
@@ -187,6 +199,40 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "KEY=VALUE setting to write (repeatable)")
 	cmd.Flags().BoolVar(&noTest, "no-test", false, "do not run the test command")
 	return cmd
+}
+
+// setupDockerImage is the docker.image the wizard offers, and a line to print before it asks:
+// the configured image when the engine has it; else the image `make run` builds when the
+// engine has that (never an image that is not here); else that one, with the command that
+// builds it. The engine not answering offers the configured image (the test says why).
+func (a *app) setupDockerImage(ctx context.Context, b sandbox.Backend, cfg *config.Config) (image, hint string) {
+	ch, ok := b.(sandbox.Checker)
+	if !ok {
+		return cfg.Docker.Image, ""
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := ch.Check(cctx)
+	switch {
+	case err == nil:
+		if n, ok := b.(imageNoter); ok && n.ImageNote(cctx) != "" {
+			return config.BuiltDockerImage, ""
+		}
+		return cfg.Docker.Image, ""
+	case !engineUp(err):
+		return cfg.Docker.Image, ""
+	}
+	if im, ok := b.(sandbox.ImageManager); ok {
+		if list, lerr := im.Images(cctx); lerr == nil {
+			for _, i := range list {
+				if i.Ref == config.BuiltDockerImage {
+					return config.BuiltDockerImage, fmt.Sprintf("%s is not on this machine; %s is", cfg.Docker.Image, config.BuiltDockerImage)
+				}
+			}
+		}
+	}
+	return config.BuiltDockerImage, fmt.Sprintf("No image to run yet (%s is not on this machine). Build %s from Debian's packages, "+
+		"no registry needed, with `%s` (or `make run`), then run setup again.", cfg.Docker.Image, config.BuiltDockerImage, config.BuildDockerImage)
 }
 
 // setupHinter is implemented by backends that can tell the wizard something useful before it
@@ -282,7 +328,7 @@ func (a *app) recommend(ctx context.Context) (string, string) {
 				if err := ch.Check(cctx); err == nil {
 					return "docker", "a Docker engine answers on this machine"
 				} else if engineUp(err) {
-					return "docker", "a Docker engine answers; an image still has to be pulled or imported"
+					return "docker", "a Docker engine answers; it still needs an image: `" + config.BuildDockerImage + "` builds one with no registry"
 				}
 			}
 		}

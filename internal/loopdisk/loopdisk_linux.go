@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -227,4 +229,153 @@ func SweepLocks(root string, age time.Duration) {
 			os.Remove(l)
 		}
 	}
+}
+
+// NamespaceError says that the disks this process mounts are not seen by the process that
+// must use them: they are in different mount namespaces and mounts do not propagate from
+// ours to theirs (a systemd unit with PrivateMounts=, ProtectSystem=…, or `unshare -m`).
+type NamespaceError struct {
+	Ours, Theirs string // the namespaces, as /proc/PID/ns/mnt reads: mnt:[4026531841]
+	Pid          int    // the process that cannot see the disks
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("this process runs in a mount namespace of its own (%s; pid %d, which must see the disks, is in %s), "+
+		"and mounts made here do not reach it", e.Ours, e.Pid, e.Theirs)
+}
+
+// SeenBySocketPeer says whether the disks this process mounts under root are seen by the
+// process listening on the unix socket sock (a container engine, which binds them into its
+// containers): nil when they are or when that cannot be told, else a *NamespaceError.
+func SeenBySocketPeer(sock, root string) error {
+	pid, err := socketPeer(sock)
+	if err != nil {
+		return nil // no engine to ask: the engine's own error says more
+	}
+	return SeenBy(pid, root)
+}
+
+// socketPeer is the pid of the process that listens on the unix socket sock (SO_PEERCRED).
+func socketPeer(sock string) (int, error) {
+	conn, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	raw, err := conn.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Pid), nil
+}
+
+// SeenBy says whether the disks this process mounts under root are seen by process pid: its
+// mount namespace is ours, or the mount holding root is shared here and pid's namespace has
+// a peer or slave of it, so that a mount made here propagates there. nil also when it cannot
+// be told (/proc unreadable).
+func SeenBy(pid int, root string) error {
+	ours, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return nil
+	}
+	theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil || theirs == ours {
+		return nil
+	}
+	nserr := &NamespaceError{Ours: ours, Theirs: theirs, Pid: pid}
+	mine, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	point, tags := mountOf(string(mine), root)
+	group := ""
+	for _, t := range tags {
+		if g, ok := strings.CutPrefix(t, "shared:"); ok {
+			group = g
+		}
+	}
+	if group == "" {
+		return nserr // private or slave here: nothing made here goes out
+	}
+	other, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		return nil
+	}
+	for line := range strings.SplitSeq(string(other), "\n") {
+		p, tags, ok := parseMountinfo(line)
+		if !ok || p != point {
+			continue
+		}
+		for _, t := range tags {
+			if t == "shared:"+group || t == "master:"+group {
+				return nil
+			}
+		}
+	}
+	return nserr
+}
+
+// mountOf finds, in a mountinfo table, the mount that holds path: the last one mounted on
+// the longest mount point that is path or one of its parents. It returns its mount point
+// and optional fields (shared:N, master:N…).
+func mountOf(table, path string) (point string, tags []string) {
+	path = filepath.Clean(path)
+	for line := range strings.SplitSeq(table, "\n") {
+		p, t, ok := parseMountinfo(line)
+		if !ok {
+			continue
+		}
+		if p == path || p == "/" || strings.HasPrefix(path, p+"/") {
+			if len(p) >= len(point) {
+				point, tags = p, t
+			}
+		}
+	}
+	return point, tags
+}
+
+// parseMountinfo reads one line of /proc/PID/mountinfo: its mount point (field 5) and its
+// optional fields (from field 7 to the "-" separator).
+func parseMountinfo(line string) (point string, tags []string, ok bool) {
+	f := strings.Fields(line)
+	if len(f) < 7 {
+		return "", nil, false
+	}
+	point = unescapeOctal(f[4])
+	for _, t := range f[6:] {
+		if t == "-" {
+			return point, tags, true
+		}
+		tags = append(tags, t)
+	}
+	return "", nil, false
+}
+
+// unescapeOctal undoes mountinfo's \ooo escapes (a space is \040).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

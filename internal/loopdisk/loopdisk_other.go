@@ -22,3 +22,6 @@ func (d Disk) Remove() error { return nil }
 
 // SweepLocks has nothing to sweep.
 func SweepLocks(string, time.Duration) {}
+
+// SeenBySocketPeer has no disks to be seen.
+func SeenBySocketPeer(string, string) error { return nil }
