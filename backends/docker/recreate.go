@@ -66,7 +66,8 @@ func (b *Backend) Recreate(ctx context.Context, session string) error {
 		}
 		return err
 	}
-	b.records.Save(session, sandbox.IDRecord{ID: id})
+	// The session's record keeps the old container's id, so its next command (in any
+	// process) reports environment_recreated.
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	if err := b.removeContainer(cctx, old.ID, false); err != nil {
