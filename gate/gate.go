@@ -120,6 +120,15 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	return err
 }
 
+// Recreate passes through to the inner backend (see sandbox.Recreator).
+func (b *Backend) Recreate(ctx context.Context, name string) error {
+	r, ok := b.inner.(sandbox.Recreator)
+	if !ok {
+		return fmt.Errorf("%s: recreate session: %w (its sessions never keep a sandbox made from older settings)", b.inner.Name(), sandbox.ErrUnsupported)
+	}
+	return r.Recreate(ctx, name)
+}
+
 // Warnings passes through the inner backend's warnings.
 func (b *Backend) Warnings() []string {
 	if w, ok := b.inner.(sandbox.Warner); ok {

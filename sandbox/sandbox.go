@@ -257,6 +257,14 @@ type Terminal interface {
 	Shell(ctx context.Context, opts TerminalOptions) (exitCode int, err error)
 }
 
+// Recreator is implemented by backends that keep a live session's sandbox when a setting
+// that needs a new one changes (the new setting applies to new sessions). Recreate makes the
+// session's sandbox anew from the current settings, creating the new one before it removes
+// the old, so a failure leaves the session as it was (`exec --recreate`).
+type Recreator interface {
+	Recreate(ctx context.Context, session string) error
+}
+
 // Warner is implemented by backends whose configuration can weaken their isolation (a
 // privileged container, network on). Each warning is one sentence for `doctor`.
 type Warner interface {

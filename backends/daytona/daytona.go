@@ -305,7 +305,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		s.fallback = "daytona.channel is session"
 	}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, Passthrough: b.passthrough()})
 	return s, nil
 }
 

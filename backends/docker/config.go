@@ -45,7 +45,9 @@ const (
 	labelPool    = "hermes-sandbox.pool"    // owner of a warm-pool container
 	labelCreated = "hermes-sandbox.created" // RFC 3339
 	labelSpec    = "hermes-sandbox.spec"    // hash of the container settings
-	labelRole    = "hermes-sandbox.role"    // "session", "pool" or "prep"
+	// labelSettings is name=hash per setting (see settingParts): which settings differ.
+	labelSettings = "hermes-sandbox.settings"
+	labelRole     = "hermes-sandbox.role" // "session", "pool" or "prep"
 	// labelOwner is host/pid/start of the process whose session this is, set when that
 	// process removes its sessions when done (FactoryOptions.Ephemeral): gc removes the
 	// container once that process is gone.
@@ -181,6 +183,16 @@ func passthroughEnv(cfg config.DockerConfig, opts sandbox.FactoryOptions) []stri
 	out := opts.Passthrough(cfg.EnvPassthrough...)
 	sort.Strings(out)
 	return out
+}
+
+// envMap turns NAME=VALUE entries into a map.
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }
 
 func workdir(cfg config.DockerConfig) string {
@@ -366,8 +378,9 @@ type containerSpec struct {
 	workspace string
 }
 
-// specHash identifies the settings a container was made with; a container made from other
-// settings (an older configuration) is replaced rather than reused.
+// specHash identifies the settings a container was made with. A live session's container
+// made from other settings is kept (see staleSettings); only a new session, `sessions rm` or
+// `exec --recreate` gets a container with the current ones.
 func (b *Backend) specHash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
@@ -375,6 +388,69 @@ func (b *Backend) specHash() string {
 		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
 		b.cfg.Runtime, fmt.Sprintf("%s@%d-%d", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano()), b.agent.Args)
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// settingParts names each setting that goes into specHash, with its value, so that a kept
+// container can say which of the current settings it does not use. Values are hashed before
+// they go onto a label (docker.env may hold literal secrets).
+func (b *Backend) settingParts() [][2]string {
+	return [][2]string{
+		{"docker.image", b.cfg.Image},
+		{"docker.network", fmt.Sprint(b.networkSpec())},
+		{"docker.memory_limit", fmt.Sprint(b.cfg.MemoryLimit)},
+		{"docker.cpu_quota", fmt.Sprint(b.cfg.CPUQuota)},
+		{"docker.pids_limit", fmt.Sprint(b.cfg.PidsLimit)},
+		{"docker.read_only_rootfs", fmt.Sprint(b.cfg.ReadOnlyRootfs)},
+		{"docker.privileged", fmt.Sprint(b.cfg.Privileged)},
+		{"docker.security_opt", fmt.Sprintf("%q", b.cfg.SecurityOpt)},
+		{"docker.user", b.cfg.User},
+		{"docker.cwd", workdir(b.cfg)},
+		{"docker.volumes", fmt.Sprintf("%q", b.cfg.Volumes)},
+		{"docker.env", fmt.Sprintf("%q", b.env)},
+		{"docker.gpus", b.cfg.GPUs},
+		{"docker.extra_hosts", fmt.Sprintf("%q", b.cfg.ExtraHosts)},
+		{"docker.runtime", b.cfg.Runtime},
+		{"helper binary", fmt.Sprintf("%s@%d-%d %q", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano(), b.agent.Args)},
+	}
+}
+
+// settingsLabel is the labelSettings value: name=hash pairs, one per settingParts entry.
+func (b *Backend) settingsLabel() string {
+	var out []string
+	for _, p := range b.settingParts() {
+		sum := sha256.Sum256([]byte(p[1]))
+		out = append(out, p[0]+"="+hex.EncodeToString(sum[:])[:12])
+	}
+	return strings.Join(out, ",")
+}
+
+// staleSettings lists the current settings a container made with labels does not use (nil
+// when it was made from the current ones). A container from before labelSettings existed
+// says so as a whole.
+func (b *Backend) staleSettings(labels map[string]string) []string {
+	if labels[labelSpec] == b.specHash() {
+		return nil
+	}
+	had, ok := labels[labelSettings]
+	if !ok {
+		return []string{"settings changed since it was made (an earlier version made it)"}
+	}
+	was := map[string]string{}
+	for _, kv := range strings.Split(had, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		was[k] = v
+	}
+	var out []string
+	for _, kv := range strings.Split(b.settingsLabel(), ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		if was[k] != v {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"settings changed since it was made"}
+	}
+	return out
 }
 
 // networkSpec is the network's part of specHash: none and open hash as network_enabled
@@ -402,7 +478,7 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 		return containerSpec{}, err
 	}
 	labels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: role,
-		labelCreated: time.Now().UTC().Format(time.RFC3339Nano), labelSpec: b.specHash()}
+		labelCreated: time.Now().UTC().Format(time.RFC3339Nano), labelSpec: b.specHash(), labelSettings: b.settingsLabel()}
 	switch role {
 	case roleSession:
 		labels[labelSession] = session

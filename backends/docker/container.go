@@ -58,7 +58,8 @@ type target struct {
 	id        string
 	client    *agent.Client // a helper already attached (a container from the warm pool)
 	recreated bool
-	fresh     bool // just created, claimed or restarted: nothing has run in it yet
+	fresh     bool     // just created, claimed or restarted: nothing has run in it yet
+	stale     []string // current settings the (kept) container was not made with
 }
 
 // ensure returns the session's running container: the existing one, restarted if it
@@ -88,14 +89,9 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 			return target{}, b.engineErr("inspect", name, err)
 		}
 		if err == nil {
-			if info.Config.Labels[labelSpec] != b.specHash() {
-				b.log.Info("container was made from other settings; replacing it", "container", name)
-				if err := b.removeContainer(ctx, info.ID, false); err != nil {
-					return target{}, err
-				}
-				recreated = true
-				continue
-			}
+			// A container made from other settings is kept: replacing it would end the
+			// session's jobs and shell state behind the user's back (see Recreate).
+			stale := b.staleSettings(info.Config.Labels)
 			lost := recreated || (known != "" && known != info.ID) || (hadRecord && recordID != info.ID)
 			if info.State.Status == "created" {
 				// Never started: another process is still setting it up, or gave up half way.
@@ -139,7 +135,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 			if recordID != info.ID {
 				b.records.Save(session, sandbox.IDRecord{ID: info.ID})
 			}
-			return target{id: info.ID, recreated: lost, fresh: !info.State.Running}, nil
+			return target{id: info.ID, recreated: lost, fresh: !info.State.Running, stale: stale}, nil
 		}
 		// No container: this session is new, or its container was removed.
 		lost := recreated || hadRecord || known != ""

@@ -198,7 +198,8 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	b.startPool()
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { s.stopEgress(); return nil }})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { s.stopEgress(); return nil },
+		Passthrough: envMap(b.passEnv)})
 	return s, nil
 }
 

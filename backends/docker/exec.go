@@ -35,6 +35,7 @@ type session struct {
 	lastTouch   time.Time // guarded by mu
 	lastCwd     string    // guarded by mu; the working directory last written to the session's record
 	relay       *relay    // guarded by mu; the egress relay and proxy (docker.network allowlist)
+	stale       []string  // guarded by mu; current settings the session's container does not use
 }
 
 // start is the channel's Starter: it makes sure the session's container runs and attaches
@@ -84,7 +85,11 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	s.mu.Lock()
 	s.containerID = t.id
 	s.oomCount = n
+	s.stale = t.stale
 	s.mu.Unlock()
+	if len(t.stale) > 0 {
+		b.log.Info("session keeps its container, made from other settings", "session", s.name, "settings", t.stale)
+	}
 	if t.recreated {
 		b.log.Info("session's sandbox was recreated; earlier state is gone", "session", s.name)
 	}
@@ -96,6 +101,15 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
 	s.touch()
 	res, err := s.Session.Exec(ctx, cmd)
+	if res != nil {
+		if msg := s.staleNote(); msg != "" {
+			res.Stderr += msg
+			res.StderrBytes += int64(len(msg))
+			if cmd.Stderr != nil {
+				io.WriteString(cmd.Stderr, msg)
+			}
+		}
+	}
 	if err == nil && res != nil && res.ExitCode == 137 && !res.TimedOut && !res.Interrupted {
 		if s.oomKilled(ctx) {
 			msg := fmt.Sprintf("hermes-sandbox: the command was killed because the sandbox ran out of memory (docker.memory_limit %s); use less memory or raise the limit\n", s.b.cfg.MemoryLimit)

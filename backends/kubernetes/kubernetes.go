@@ -300,7 +300,9 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		Start:    s.start,
 		SpillDir: b.spillDir,
 		Logger:   b.log,
-		OnClose:  s.onClose,
+		// The caller's current passthrough values, at every command.
+		Passthrough: b.passEnv,
+		OnClose:     s.onClose,
 	})
 	return s, nil
 }

@@ -240,7 +240,8 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return b.startInProcess(ctx, name, dir)
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
-		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger}), nil
+		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger,
+		Passthrough: b.opts.PassthroughMap()}), nil
 }
 
 // startInProcess runs the session's helper in this process: commands are confined by

@@ -194,7 +194,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: s.onClose})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: s.onClose, Passthrough: b.passEnv})
 	return s, nil
 }
 

@@ -162,7 +162,8 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.records.Touch(name); return nil }})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { b.records.Touch(name); return nil },
+		Passthrough: b.opts.PassthroughMap()})
 	return s, nil
 }
 

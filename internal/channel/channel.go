@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -41,6 +42,11 @@ type Options struct {
 	MapError func(op string, err error) error
 	// OnClose runs when the session is closed (optional).
 	OnClose func() error
+	// Passthrough is the caller's current values of terminal.env_passthrough (NAME to VALUE).
+	// Every command, job and terminal gets them as per-command variables, so a value the
+	// caller rotated reaches the next call even though the session's saved environment still
+	// holds the first one; a variable the command itself names in Env is left as given.
+	Passthrough map[string]string
 }
 
 // Session is a sandbox.Session backed by a helper stream.
@@ -184,7 +190,7 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 	}
 	capture := sandbox.NewCapture(cmd.OutputLimit, s.opts.SpillDir).ForSession(s.opts.Name, cmd.SpillLimit)
 	stdout, stderr := capture.Tee(cmd.Stdout, cmd.Stderr)
-	req := agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env),
+	req := agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(s.withPassthrough(cmd.Env)),
 		TimeoutMS: cmd.Timeout.Milliseconds()}
 	if cmd.Timeout > 0 && req.TimeoutMS == 0 {
 		req.TimeoutMS = 1
@@ -214,6 +220,18 @@ func (s *Session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 		return res, fmt.Errorf("exec interrupted: %w", ctx.Err())
 	}
 	return res, nil
+}
+
+// withPassthrough returns env with the caller's passthrough values added (see
+// Options.Passthrough); env's own entries win.
+func (s *Session) withPassthrough(env map[string]string) map[string]string {
+	if len(s.opts.Passthrough) == 0 {
+		return env
+	}
+	out := make(map[string]string, len(env)+len(s.opts.Passthrough))
+	maps.Copy(out, s.opts.Passthrough)
+	maps.Copy(out, env)
+	return out
 }
 
 // Close detaches from the helper; the sandbox stays.
@@ -361,7 +379,7 @@ func (s *Session) StartJob(ctx context.Context, cmd sandbox.Command) (sandbox.Jo
 	if maxJobs <= 0 {
 		maxJobs = sandbox.DefaultMaxJobs
 	}
-	req := agent.CallRequest{Op: "job_start", MaxJobs: maxJobs, Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(cmd.Env),
+	req := agent.CallRequest{Op: "job_start", MaxJobs: maxJobs, Run: &agent.RunRequest{Script: agent.Bytes(cmd.Script), Argv: agent.BytesSlice(cmd.Argv), Dir: cmd.Dir, Env: agent.BytesMap(s.withPassthrough(cmd.Env)),
 		TimeoutMS: max(timeout.Milliseconds(), 1)}}
 	if err := s.call(ctx, "job start", req, &info, nil, nil); err != nil {
 		return sandbox.JobStatus{}, err
@@ -450,7 +468,7 @@ func (s *Session) Shell(ctx context.Context, opts sandbox.TerminalOptions) (int,
 			}
 		}()
 	}
-	ex, err := client.RunTTY(ctx, agent.RunRequest{Env: agent.BytesMap(opts.Env), Rows: opts.Size.Rows, Cols: opts.Size.Cols}, opts.Stdin, opts.Stdout, resize)
+	ex, err := client.RunTTY(ctx, agent.RunRequest{Env: agent.BytesMap(s.withPassthrough(opts.Env)), Rows: opts.Size.Rows, Cols: opts.Size.Cols}, opts.Stdin, opts.Stdout, resize)
 	if err != nil {
 		return 0, s.wrap("shell", err)
 	}

@@ -27,6 +27,7 @@ type execFlags struct {
 	script     string
 	background bool
 	ephemeral  bool
+	recreate   bool
 }
 
 func (a *app) execCmd() *cobra.Command {
@@ -57,6 +58,7 @@ exit_code, stdout, stderr, truncated, output_file, duration_ms, cwd, environment
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the result instead of streaming")
 	fl.StringVarP(&f.script, "command", "c", "", "script to run in the session's shell")
 	fl.BoolVar(&f.ephemeral, "ephemeral", false, "run in a fresh sandbox that is removed when the command ends (terminal.persistence: ephemeral makes it the default)")
+	fl.BoolVar(&f.recreate, "recreate", false, "first give the session a new sandbox made from the current settings (a live session keeps its own until then; its jobs and shell state go, its workspace stays)")
 	fl.BoolVar(&f.background, "background", false, "start as a background job and print its id (poll it with 'hermes-sandbox jobs')")
 	return cmd
 }
@@ -111,6 +113,24 @@ func (a *app) buildCommand(cmd *cobra.Command, f execFlags, args []string) (sand
 	return c, nil
 }
 
+// recreateSession gives a session a sandbox made from the current settings (exec --recreate).
+func (a *app) recreateSession(ctx context.Context, cfg *config.Config, name string) error {
+	b, err := a.openGuarded(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	r, ok := b.(sandbox.Recreator)
+	if !ok {
+		return fmt.Errorf("exec --recreate: the %s backend cannot recreate a session: %w", b.Name(), sandbox.ErrUnsupported)
+	}
+	if err := r.Recreate(ctx, name); err != nil {
+		return err
+	}
+	a.forgetInOwners(b.Name(), name)
+	return nil
+}
+
 func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args []string) error {
 	c, err := a.buildCommand(cmd, f, args)
 	if err != nil {
@@ -141,6 +161,16 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 			return usagef("exec: --session names a session that stays; an ephemeral run has a fresh sandbox of its own")
 		}
 		f.session = "ephemeral-" + sandbox.RandomHex(4)
+	}
+	if f.recreate && ephemeral {
+		return usagef("exec: --recreate is for a session that stays; an ephemeral run has a fresh sandbox anyway")
+	}
+	if f.recreate {
+		// Recreated here, in this process, with this call's settings; the owners drop their
+		// warm helper of the old sandbox.
+		if err := a.recreateSession(ctx, cfg, f.session); err != nil {
+			return err
+		}
 	}
 	if code, handled := a.useOwner(cfg, ephemeral); handled {
 		if code != 0 {

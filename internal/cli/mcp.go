@@ -20,13 +20,14 @@ type mcpFlags struct {
 	http         string
 	token        string
 	keepSessions bool
+	session      string
 	idleTimeout  time.Duration
 }
 
 func (a *app) mcpCmd() *cobra.Command {
 	var f mcpFlags
 	cmd := &cobra.Command{
-		Use:   "mcp [--http [ADDR]] [--keep-sessions]",
+		Use:   "mcp [--http [ADDR]] [--keep-sessions | --session NAME]",
 		Short: "Serve the sandbox to an AI agent over MCP (stdio, or streamable HTTP)",
 		Long: `Runs an MCP server whose tools run in the configured backend (or --sandbox):
   terminal      run a shell command; cd and export carry over; background jobs
@@ -41,7 +42,10 @@ supports it; otherwise they are refused with a message that says how an operator
 Tools switched off under tools.* are not offered.
 
 Each MCP session gets its own sandbox session, mcp-<id>, which is removed when the MCP session
-ends unless --keep-sessions.
+ends unless --keep-sessions. With --session NAME, every client of this server uses the sandbox
+session mcp-NAME, which is kept: a client that reconnects, or connects to a restarted server with
+the same --session, finds its working directory, exports, files and background jobs again
+(` + "`hermes-sandbox sessions rm mcp-NAME`" + ` removes it).
 
 By default the server speaks MCP on stdin/stdout. With --http it serves streamable HTTP at
 http://ADDR/mcp instead (ADDR defaults to mcp.listen, 127.0.0.1:8765). A non-loopback ADDR needs a
@@ -49,6 +53,7 @@ bearer token, from $HERMES_SANDBOX_MCP_TOKEN (preferred: a flag is visible in th
 or --token; a token, if given, is required on loopback too.`,
 		Example: `  hermes-sandbox mcp                                  # stdio, for Claude Code, Cursor, …
   hermes-sandbox mcp --sandbox docker --keep-sessions
+  hermes-sandbox mcp --sandbox docker --session myagent   # reattach to mcp-myagent after a restart
   hermes-sandbox mcp --http                           # http://127.0.0.1:8765/mcp
   HERMES_SANDBOX_MCP_TOKEN=$(openssl rand -hex 32) hermes-sandbox mcp --http 0.0.0.0:8765`,
 		Args: cobra.MaximumNArgs(1),
@@ -68,6 +73,7 @@ or --token; a token, if given, is required on loopback too.`,
 	fl.Lookup("http").NoOptDefVal = httpFromConfig
 	fl.StringVar(&f.token, "token", "", "bearer token HTTP clients must send (prefer $"+mcpserver.TokenEnv+")")
 	fl.BoolVar(&f.keepSessions, "keep-sessions", false, "keep each MCP session's sandbox session (files, jobs, shell state) after it ends")
+	fl.StringVar(&f.session, "session", "", "serve every client from the kept sandbox session mcp-NAME, so a client can reattach to it after a reconnect or a restart")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "end an HTTP session, and its sandbox session, after this long without requests (default mcp.session_idle_timeout; 0 = never)")
 	return cmd
 }
@@ -101,7 +107,8 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		f.idleTimeout = cfg.MCP.SessionIdleTimeout
 	}
 
-	a.ephemeral = !f.keepSessions
+	// A named session outlives this process; an unnamed one goes with it unless kept.
+	a.ephemeral = !f.keepSessions && f.session == ""
 	b, err := a.openGuarded(ctx, cfg)
 	if err != nil {
 		return err
@@ -112,6 +119,7 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		Backend:        b,
 		Config:         cfg,
 		KeepSessions:   f.keepSessions,
+		SessionName:    f.session,
 		SessionTimeout: f.idleTimeout,
 		MaxSessions:    cfg.MCP.MaxSessions,
 		Version:        Version,

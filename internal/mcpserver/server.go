@@ -57,6 +57,13 @@ type Options struct {
 	// KeepSessions keeps each sandbox session (its files, jobs and shell state) after its MCP
 	// session ends, instead of removing it; `hermes-sandbox sessions` lists them.
 	KeepSessions bool
+	// SessionName, when set, names the sandbox session of every MCP session this server
+	// serves: SessionPrefix+SessionName. A client that reconnects (or connects to a restarted
+	// server) with the same name finds its working directory, exports, files and background
+	// jobs again; servers with different names never share a sandbox session. A named
+	// session is kept when its MCP session ends (as with KeepSessions); `hermes-sandbox
+	// sessions rm mcp-NAME` removes it.
+	SessionName string
 	// SessionTimeout closes an HTTP session, and so its sandbox session, after this long
 	// without a request; 0 means never.
 	SessionTimeout time.Duration
@@ -92,6 +99,12 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if opts.Backend == nil {
 		return nil, fmt.Errorf("mcp server: no backend: %w", sandbox.ErrInvalidConfig)
+	}
+	if opts.SessionName != "" {
+		if err := sandbox.ValidateSessionName(SessionPrefix + opts.SessionName); err != nil {
+			return nil, fmt.Errorf("mcp server: session name %q: %w", opts.SessionName, err)
+		}
+		opts.KeepSessions = true
 	}
 	cfg := opts.Config
 	if cfg == nil {
@@ -218,7 +231,11 @@ func (s *Server) acquire(ctx context.Context, ss *mcp.ServerSession) (*session, 
 			s.mu.Unlock()
 			return nil, nil, nil, fmt.Errorf("%d MCP sessions are open, the limit (mcp.max_sessions): end one (or wait for an idle one to time out) and try again: %w", limit, sandbox.ErrLimit)
 		}
-		st = &session{ss: ss, name: SessionPrefix + shortID(), cancels: map[int]context.CancelFunc{},
+		name := SessionPrefix + shortID()
+		if s.opts.SessionName != "" {
+			name = SessionPrefix + s.opts.SessionName
+		}
+		st = &session{ss: ss, name: name, cancels: map[int]context.CancelFunc{},
 			done: make(chan struct{})}
 		s.sessions[ss] = st
 		s.wg.Add(1)
