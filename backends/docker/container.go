@@ -36,19 +36,23 @@ func (b *Backend) prepare(ctx context.Context) error {
 	if b.agent != nil {
 		return nil
 	}
-	arch := runtime.GOARCH
-	if !b.local {
-		v, err := b.cli.ServerVersion(ctx, client.ServerVersionOptions{})
-		if err != nil {
-			return b.engineErr("connect", "", err)
-		}
-		arch = v.Arch
+	eng, err := detectEngine(ctx, b.cli, b.local, b.opts.Getenv)
+	if err != nil {
+		return b.engineErr("connect", "", err)
+	}
+	arch := eng.arch
+	if b.local {
+		arch = runtime.GOARCH
 	}
 	bin, err := agentbin.Locate(arch)
 	if err != nil {
 		return &sandbox.Error{Backend: Name, Op: "find helper", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
 	}
 	b.agent = bin
+	b.eng = eng
+	if eng.podman {
+		b.log.Debug("engine is Podman", "product", eng.product, "init", eng.initNote)
+	}
 	return nil
 }
 
