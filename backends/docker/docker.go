@@ -138,6 +138,9 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.cfg.Runtime != "" {
 		iso += ", runtime " + b.cfg.Runtime
 	}
+	if e := b.engine(); e.podman {
+		iso += ", engine " + e.product
+	}
 	switch b.network() {
 	case config.NetworkAllowlist:
 		iso += ", egress only to allowlisted hosts through this tool's proxy"

@@ -27,6 +27,10 @@ func newEgressBackend(t *testing.T, in *egresstest.Internet, allow []string) (*B
 	cfg.Docker.Image = img
 	cfg.Docker.Network = config.NetworkAllowlist
 	cfg.Docker.EgressAllow = allow
+	if testRuntime != "" {
+		needRuntime(t, testRuntime)
+		cfg.Docker.Runtime = testRuntime
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
