@@ -118,6 +118,22 @@ func TestHardeningDefaults(t *testing.T) {
 			t.Errorf("PID 1 = %q; want %q (%s)", res.Stdout, want, b.engine().initNote)
 		}
 	})
+	t.Run("OrphansReaped", func(t *testing.T) {
+		// Background processes whose parent ended are adopted by PID 1; left unreaped, each
+		// stays a zombie holding a slot of the pids limit. The sleeps end at once.
+		run(t, sess, `sh -c 'for i in 1 2 3 4 5 6 7 8; do sleep 0 & done'`)
+		zombies := `for f in /proc/[0-9]*/stat; do cut -d' ' -f3 "$f"; done 2>/dev/null | grep -c Z; true`
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			res := run(t, sess, zombies)
+			if strings.TrimSpace(res.Stdout) == "0" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("zombies left in the sandbox: %q (PID 1: %s)", res.Stdout, b.engine().initNote)
+			}
+		}
+	})
 	t.Run("HostFilesystemInvisible", func(t *testing.T) {
 		res := run(t, sess, `cut -d' ' -f2 /proc/mounts`)
 		allowed := func(m string) bool {
