@@ -214,6 +214,13 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	t0 := time.Now()
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: name})
 	if err != nil {
+		if b.eng.podman && !cerrdefs.IsConflict(err) {
+			// Podman 4.3 answers a name already in use with a 500, not Docker's 409: a
+			// container by that name now means another process made it first.
+			if _, ierr := b.inspect(ctx, name); ierr == nil {
+				return "", errNameTaken
+			}
+		}
 		switch {
 		case cerrdefs.IsConflict(err):
 			return "", errNameTaken
