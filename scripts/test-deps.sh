@@ -3,14 +3,19 @@
 # peer), busybox-static (the root filesystem of the docker tests' image), python3 and an
 # unprivileged user for the local backend's probe suite, etcd-server and a
 # kube-apiserver built by scripts/kube-apiserver.sh (the kubernetes backend's test cluster,
-# internal/testenv/kubeapi). Tests that still miss something skip with the reason, unless
-# HERMES_SANDBOX_TEST_REQUIRE names it.
+# internal/testenv/kubeapi), runsc (gVisor, registered with the running Docker engine) and
+# podman (its Docker-compatible service on a socket of its own), for the docker backend's
+# runs under other runtimes and engines. Tests that still miss something skip with the
+# reason, unless HERMES_SANDBOX_TEST_REQUIRE names it.
 set -euo pipefail
 need=()
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 && ldd /bin/busybox 2>&1 | grep -q "not a dynamic" || need+=(busybox-static)
 [ -x /usr/bin/etcd ] || need+=(etcd-server)
 command -v python3 >/dev/null || need+=(python3) # the local backend's probe suite
+[ -x /usr/bin/runsc ] || need+=(runsc)
+[ -x /usr/bin/podman ] || need+=(podman)
+command -v curl >/dev/null || need+=(curl) # to ask the podman service whether it answers
 kube_apiserver=${HERMES_KUBE_APISERVER:-${HERMES_KUBE_CACHE:-/var/cache/hermes-sandbox}/kube-apiserver-v1.37.2}
 if [ "$(id -u)" != 0 ]; then
   if [ ${#need[@]} -gt 0 ]; then
@@ -36,3 +41,34 @@ fi
 id -u hermes-sandbox-test >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin hermes-sandbox-test
 # Built from the Go module proxy once per machine (about 9 minutes), then cached.
 [ -x "$kube_apiserver" ] || "$(dirname "$0")/kube-apiserver.sh" >/dev/null
+
+# gVisor: register runsc with the running engine without restarting it (daemon.json, then
+# SIGHUP, which reloads runtimes). Other daemon.json keys are kept. ptrace works without KVM;
+# --network=none because sessions run with network mode none (their only way out is the
+# egress relay over the helper's exec stream).
+if command -v docker >/dev/null && ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
+  python3 - <<'PY'
+import json, os
+p = "/etc/docker/daemon.json"
+d = json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) > 0 else {}
+d.setdefault("runtimes", {})["runsc"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}
+os.makedirs(os.path.dirname(p), exist_ok=True)
+with open(p + ".tmp", "w") as f:
+    json.dump(d, f, indent=2)
+    f.write("\n")
+os.replace(p + ".tmp", p)
+PY
+  kill -HUP "$(pidof dockerd)" 2>/dev/null || true
+  for _ in $(seq 1 20); do docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"' && break; sleep 0.5; done
+fi
+# Podman: its Docker-compatible service on a socket of its own (the tests'
+# HERMES_SANDBOX_TEST_PODMAN_SOCKET), separate from Docker's storage.
+podman_sock=/run/hermes-podman/podman.sock
+podman_up() { curl -sf --unix-socket "$podman_sock" http://d/_ping >/dev/null 2>&1; }
+if command -v podman >/dev/null && ! podman_up; then
+  mkdir -p "$(dirname "$podman_sock")"
+  rm -f "$podman_sock"
+  nohup podman system service --time=0 "unix://$podman_sock" >/var/log/hermes-podman.log 2>&1 &
+  for _ in $(seq 1 40); do podman_up && break; sleep 0.25; done
+  podman_up || echo "test-deps: podman system service did not answer on $podman_sock (see /var/log/hermes-podman.log)" >&2
+fi

@@ -356,7 +356,12 @@ func (b *Backend) tmpSize() int64 {
 // nodev, bounded. runc gives the tmpfs the mode of the image's own /tmp directory, which in
 // a bare root filesystem can be 0755; so the tmpfs also belongs to the sandbox user, and the
 // helper can always make its state directory there.
+// Podman refuses uid= and gid= on a tmpfs ("unknown mount option"); its own option U gives
+// the tmpfs to the container's user instead.
 func (b *Backend) tmpOptions(ids userIDs) string {
+	if b.eng.podman {
+		return fmt.Sprintf("rw,nosuid,nodev,exec,mode=1777,size=%d,U", b.tmpSize())
+	}
 	return fmt.Sprintf("rw,nosuid,nodev,exec,mode=1777,size=%d,uid=%d,gid=%d", b.tmpSize(), ids.uid, ids.gid)
 }
 
@@ -505,7 +510,7 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 		ReadonlyRootfs: cfg.ReadOnlyRootfs,
 		Privileged:     cfg.Privileged,
 		SecurityOpt:    slices.Clone(cfg.SecurityOpt),
-		Init:           ptr(true),
+		Init:           ptr(b.eng.init), // else the helper's idle entrypoint is PID 1 and reaps (engine.go)
 		Tmpfs:          map[string]string{"/tmp": b.tmpOptions(ids)},
 		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
 		Runtime:        cfg.Runtime,
@@ -515,6 +520,11 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 			DeviceRequests: gpus,
 		},
 		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: b.agent.Path, Target: agentInCtr, ReadOnly: true}},
+	}
+	for _, u := range b.eng.ulimits {
+		// Podman asks for more open files and processes than some hosts allow, and runc
+		// then fails to start the container (engine.go).
+		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
 	}
 	if b.network() != config.NetworkOpen {
 		// none, and allowlist too: its only way out is the relay to this process's proxy.

@@ -37,19 +37,23 @@ func (b *Backend) prepare(ctx context.Context) error {
 	if b.agent != nil {
 		return nil
 	}
-	arch := runtime.GOARCH
-	if !b.local {
-		v, err := b.cli.ServerVersion(ctx, client.ServerVersionOptions{})
-		if err != nil {
-			return b.engineErr("connect", "", err)
-		}
-		arch = v.Arch
+	eng, err := detectEngine(ctx, b.cli, b.local, b.opts.Getenv)
+	if err != nil {
+		return b.engineErr("connect", "", err)
+	}
+	arch := eng.arch
+	if b.local {
+		arch = runtime.GOARCH
 	}
 	bin, err := agentbin.Locate(arch)
 	if err != nil {
 		return &sandbox.Error{Backend: Name, Op: "find helper", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
 	}
 	b.agent = bin
+	b.eng = eng
+	if eng.podman {
+		b.log.Debug("engine is Podman", "product", eng.product, "init", eng.initNote)
+	}
 	return nil
 }
 
@@ -210,6 +214,13 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 		b.dropUnusedDisk(spec.workspace) // made for this container, which the engine refused
 	}
 	if err != nil {
+		if b.eng.podman && !cerrdefs.IsConflict(err) {
+			// Podman 4.3 answers a name already in use with a 500, not Docker's 409: a
+			// container by that name now means another process made it first.
+			if _, ierr := b.inspect(ctx, name); ierr == nil {
+				return "", errNameTaken
+			}
+		}
 		switch {
 		case cerrdefs.IsConflict(err):
 			return "", errNameTaken

@@ -54,6 +54,7 @@ type Backend struct {
 	owner string // this process, for labelOwner
 
 	host    string // engine address, for messages
+	source  string // where the address came from (docker.host, DOCKER_HOST, a context), for messages
 	local   bool   // the engine runs on this machine (a unix socket)
 	cli     *client.Client
 	names   sandbox.Scope // session container names: separates state directories on one engine
@@ -73,6 +74,7 @@ type Backend struct {
 
 	prepMu sync.Mutex
 	agent  *agentbin.Binary // guarded by prepMu; the helper binary, set once by prepare and never changed
+	eng    engineInfo       // guarded by prepMu; set with agent
 
 	poolOnce sync.Once
 	pool     *pool
@@ -119,6 +121,7 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 		extra:    extra,
 		log:      opts.Log().With("backend", Name),
 		host:     ep.Host,
+		source:   ep.source,
 		local:    strings.HasPrefix(ep.Host, "unix://"),
 		cli:      cli,
 		names:    names,
@@ -143,6 +146,9 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	}
 	if b.cfg.Runtime != "" {
 		iso += ", runtime " + b.cfg.Runtime
+	}
+	if e := b.engine(); e.podman {
+		iso += ", engine " + e.product
 	}
 	switch b.network() {
 	case config.NetworkAllowlist:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,56 @@ func TestTerminal(t *testing.T) {
 		Size: sandbox.WinSize{Rows: 24, Cols: 80}})
 	if err != nil || code != 3 || !strings.Contains(out.String(), "/dev/pts/") || !strings.Contains(out.String(), "/tmp") {
 		t.Errorf("Shell() = %d, %v, output %q; want 3, a pty and /tmp", code, err, out.String())
+	}
+}
+
+// TestEngineDetected checks that the backend knows which engine it talks to (Podman when
+// HERMES_SANDBOX_TEST_PODMAN_SOCKET points the tests at it) and that doctor's line says so.
+func TestEngineDetected(t *testing.T) {
+	b := newBackend(t, nil)
+	if err := b.Check(ctxT(t, time.Minute)); err != nil {
+		t.Fatalf("Check() = %v", err)
+	}
+	e := b.engine()
+	if e.podman != (testPodman != "") {
+		t.Errorf("engine podman = %v with HERMES_SANDBOX_TEST_PODMAN_SOCKET %q", e.podman, testPodman)
+	}
+	want := "Docker Engine"
+	if testPodman != "" {
+		want = "Podman Engine"
+		if iso := b.Capabilities().Isolation; !strings.Contains(iso, want) {
+			t.Errorf("Isolation = %q; want it to name %s", iso, want)
+		}
+	}
+	if d := b.Describe(); !strings.Contains(d, want) || !strings.Contains(d, "init: ") {
+		t.Errorf("Describe() = %q; want the engine (%s) and its init", d, want)
+	}
+}
+
+// TestPodmanInitPath reads containers.conf's init_path and finds catatonit only where it is.
+func TestPodmanInitPath(t *testing.T) {
+	dir := t.TempDir()
+	initBin := filepath.Join(dir, "catatonit")
+	conf := filepath.Join(dir, "containers.conf")
+	if err := os.WriteFile(conf, []byte("[containers]\n# init_path = \"/nowhere\"\ninit_path = \""+initBin+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := confInitPath(conf); got != initBin {
+		t.Errorf("confInitPath() = %q; want %q", got, initBin)
+	}
+	env := func(k string) (string, bool) {
+		if k == "CONTAINERS_CONF" {
+			return conf, true
+		}
+		return "", false
+	}
+	if got := podmanInitPath(env); got != "" {
+		t.Errorf("podmanInitPath() = %q before catatonit exists; want none", got)
+	}
+	if err := os.WriteFile(initBin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := podmanInitPath(env); got != initBin {
+		t.Errorf("podmanInitPath() = %q; want the configured %q", got, initBin)
 	}
 }

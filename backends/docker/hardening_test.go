@@ -110,16 +110,40 @@ func TestHardeningDefaults(t *testing.T) {
 	})
 	t.Run("InitIsPID1", func(t *testing.T) {
 		res := run(t, sess, `tr '\0' ' ' < /proc/1/cmdline`)
-		if !strings.Contains(res.Stdout, "init") {
-			t.Errorf("PID 1 = %q; want the engine's init (Init: true)", res.Stdout)
+		want := "init" // docker-init, or Podman's catatonit at /run/podman-init
+		if !b.engine().init {
+			want = agentInCtr + " idle" // Podman without catatonit: the helper reaps as PID 1
+		}
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("PID 1 = %q; want %q (%s)", res.Stdout, want, b.engine().initNote)
+		}
+	})
+	t.Run("OrphansReaped", func(t *testing.T) {
+		// Background processes whose parent ended are adopted by PID 1; left unreaped, each
+		// stays a zombie holding a slot of the pids limit. The sleeps end at once.
+		run(t, sess, `sh -c 'for i in 1 2 3 4 5 6 7 8; do sleep 0 & done'`)
+		zombies := `for f in /proc/[0-9]*/stat; do cut -d' ' -f3 "$f"; done 2>/dev/null | grep -c Z; true`
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			res := run(t, sess, zombies)
+			if strings.TrimSpace(res.Stdout) == "0" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("zombies left in the sandbox: %q (PID 1: %s)", res.Stdout, b.engine().initNote)
+			}
 		}
 	})
 	t.Run("HostFilesystemInvisible", func(t *testing.T) {
 		res := run(t, sess, `cut -d' ' -f2 /proc/mounts`)
 		allowed := func(m string) bool {
 			switch m {
-			case "/", "/tmp", "/workspace", agentInCtr, "/sbin/docker-init", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf":
+			case "/", "/tmp", "/workspace", agentInCtr, "/sbin/docker-init", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf",
+				"/run/.containerenv", "/run/podman-init": // Podman's marker file and init
 				return true
+			case "/run", "/var/tmp":
+				// Podman gives a read-only container tmpfs here (read_only_tmpfs), no host files.
+				return b.engine().podman
 			}
 			return m == "/proc" || strings.HasPrefix(m, "/proc/") || m == "/dev" || strings.HasPrefix(m, "/dev/") || m == "/sys" || strings.HasPrefix(m, "/sys/")
 		}
@@ -142,8 +166,9 @@ func TestHardeningDefaults(t *testing.T) {
 		if l[labelOurs] != "1" || l[labelSession] != "hardening" || l[labelCreated] == "" || l[labelScope] != b.scope {
 			t.Errorf("labels = %v; want hermes-sandbox=1, session, created, scope", l)
 		}
-		if info.HostConfig.Privileged || !*info.HostConfig.Init || info.HostConfig.NetworkMode != "none" {
-			t.Errorf("host config = privileged %v init %v network %q", info.HostConfig.Privileged, *info.HostConfig.Init, info.HostConfig.NetworkMode)
+		init := info.HostConfig.Init != nil && *info.HostConfig.Init
+		if info.HostConfig.Privileged || init != b.engine().init || info.HostConfig.NetworkMode != "none" {
+			t.Errorf("host config = privileged %v init %v network %q; want false, %v, none", info.HostConfig.Privileged, init, info.HostConfig.NetworkMode, b.engine().init)
 		}
 	})
 	if w := b.Warnings(); len(w) != 0 {

@@ -23,12 +23,58 @@ const testLabel = "hermes-sandbox.test"
 
 var testRun = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 
-func TestMain(m *testing.M) { testenv.Main(m, testLabel, testRun) }
+// The suite runs against another engine or runtime when told:
+//   - HERMES_SANDBOX_TEST_PODMAN_SOCKET (unix:///run/hermes-podman/podman.sock): every test
+//     talks to Podman's Docker-compatible service instead of DOCKER_HOST;
+//   - HERMES_SANDBOX_TEST_DOCKER_RUNTIME (runsc): every backend a test makes uses that
+//     docker.runtime unless the test sets one itself.
+var (
+	testPodman  = os.Getenv("HERMES_SANDBOX_TEST_PODMAN_SOCKET")
+	testRuntime = os.Getenv("HERMES_SANDBOX_TEST_DOCKER_RUNTIME")
+)
+
+func TestMain(m *testing.M) {
+	if testPodman != "" {
+		// Before anything reads it: testenv's engine client and every backend's environment.
+		os.Setenv("DOCKER_HOST", testPodman)
+	}
+	testenv.Main(m, testLabel, testRun)
+}
 
 // needEngine skips (or, with HERMES_SANDBOX_TEST_REQUIRE=docker, fails) without an engine.
 func needEngine(t testing.TB) *client.Client {
 	t.Helper()
+	if testPodman != "" {
+		return testenv.DockerEngine(t, "Podman at "+testPodman+" (HERMES_SANDBOX_TEST_PODMAN_SOCKET; start it with podman system service --time=0 "+testPodman+"): ")
+	}
 	return testenv.DockerEngine(t, "")
+}
+
+var runtimeCheck struct {
+	sync.Once
+	err error
+}
+
+// needRuntime skips (or fails, when HERMES_SANDBOX_TEST_REQUIRE names it) unless the engine
+// has the runtime registered.
+func needRuntime(t testing.TB, name string) {
+	t.Helper()
+	cli := needEngine(t)
+	runtimeCheck.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		info, err := cli.Info(ctx, client.InfoOptions{})
+		if err != nil {
+			runtimeCheck.err = err
+			return
+		}
+		if _, ok := info.Info.Runtimes[name]; !ok {
+			runtimeCheck.err = fmt.Errorf("the engine has no runtime %q registered (scripts/test-deps.sh registers runsc)", name)
+		}
+	})
+	if runtimeCheck.err != nil {
+		testenv.Missing(t, name, runtimeCheck.err.Error())
+	}
 }
 
 var testImg struct {
@@ -80,6 +126,10 @@ func newBackend(t testing.TB, mut func(*config.Config)) *Backend {
 func newBackendWith(t testing.TB, state string, mut func(*config.Config)) *Backend {
 	t.Helper()
 	cfg := config.NewConfig()
+	if testRuntime != "" {
+		needRuntime(t, testRuntime)
+		cfg.Docker.Runtime = testRuntime
+	}
 	if mut != nil {
 		mut(cfg)
 	}

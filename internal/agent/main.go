@@ -22,10 +22,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == "idle" {
 		// A container's long-lived entrypoint that needs nothing from the image: wait for a
 		// signal (Init: true delivers the stop signal).
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-		<-sig
-		return 0
+		return idle()
 	}
 	if (len(args) == 3 || len(args) == 5 && args[3] == "--unix") && args[0] == "relay" && args[1] == "--listen" {
 		// The egress relay of a sandbox with an allowlist (see Relay).
@@ -66,4 +63,36 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// idle waits for SIGTERM or SIGINT. As a container's PID 1 (an engine without an init
+// process, such as Podman without catatonit) it also reaps the processes orphaned to it, as
+// an init would: a command's background children that outlive it would otherwise stay
+// zombies and fill the pids limit.
+func idle() int {
+	sig := make(chan os.Signal, 8)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	if os.Getpid() == 1 {
+		signal.Notify(sig, syscall.SIGCHLD)
+		reapOrphans() // any that ended before the handler was in place
+	}
+	for s := range sig {
+		if s != syscall.SIGCHLD {
+			return 0
+		}
+		reapOrphans()
+	}
+	return 0
+}
+
+// reapOrphans collects every ended child without blocking. PID 1 starts no children of its
+// own, so each is an orphan adopted from a command.
+func reapOrphans() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
 }

@@ -1,0 +1,170 @@
+package docker
+
+// The engine behind the Docker API: Docker's own, or Podman's Docker-compatible service
+// (`podman system service`, rootful at unix:///run/podman/podman.sock, rootless at
+// $XDG_RUNTIME_DIR/podman/podman.sock). The backend learns which on its first contact
+// (GET /version: Podman lists a "Podman Engine" component) and adapts where they differ:
+//
+//   - the init process: Docker ships docker-init with the engine, so Init: true always works.
+//     Podman runs catatonit for it, which Debian packages separately; without it Podman refuses
+//     the container ("container-init binary not found"). There the helper's idle entrypoint is
+//     PID 1 itself: it reaps orphaned processes and ends on the stop signal (agent idle).
+//   - tmpfs options: Podman refuses uid= and gid= on /tmp's tmpfs; its option U does that.
+//   - open files and processes: Podman asks for more than some hosts allow (engineInfo.ulimits).
+//   - everything else the backend uses (labels and label filters, volumes with labels, tmpfs
+//     options, network mode none, hijacked exec attach, archive upload into a created
+//     container, image import) Podman 4.3 serves as Docker does; the conformance and hardening
+//     tests run against it (HERMES_SANDBOX_TEST_PODMAN_SOCKET).
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+)
+
+// engineInfo is what the backend learned about the engine on first contact.
+type engineInfo struct {
+	podman  bool
+	product string // "Docker Engine 20.10.24", "Podman Engine 4.3.1"
+	arch    string
+	// init is whether the engine can give the container an init process (Init: true);
+	// initNote says which (or why not, and what to install).
+	init     bool
+	initNote string
+	// ulimits are the limits to ask Podman for. Podman asks for 1048576 open files and
+	// millions of processes unless told, which runc cannot set where the host's hard limits
+	// are lower ("error setting rlimit type 7"). A sandbox needs far fewer (docker.pids_limit
+	// bounds its processes anyway), so Podman gets podmanUlimits, lowered to this process's
+	// own hard limits.
+	ulimits []container.Ulimit
+}
+
+// podmanUlimits are the open files and processes a sandbox on Podman may have: enough for
+// any build, and below the hard limits of ordinary hosts (Debian's default nproc for root in
+// a container is 32768 on some).
+var podmanUlimits = []struct {
+	name     string
+	resource int
+	max      uint64
+}{{"nofile", syscall.RLIMIT_NOFILE, 65536}, {"nproc", unix.RLIMIT_NPROC, 16384}}
+
+// podmanInitPaths are where Podman looks for catatonit when containers.conf names none
+// (Podman 4's default is the first; distributions also install the others).
+var podmanInitPaths = []string{"/usr/libexec/podman/catatonit", "/usr/libexec/catatonit/catatonit", "/usr/bin/catatonit"}
+
+// detectEngine asks the engine what it is. Only a local engine's init can be checked (its
+// files are on this host); a remote Podman gets the helper as PID 1, which works everywhere.
+func detectEngine(ctx context.Context, cli *client.Client, local bool, getenv func(string) (string, bool)) (engineInfo, error) {
+	v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return engineInfo{}, err
+	}
+	e := engineInfo{arch: v.Arch, product: "Docker Engine " + v.Version, init: true, initNote: "docker-init (the engine's own)"}
+	for _, c := range v.Components {
+		if strings.HasPrefix(c.Name, "Podman") {
+			e.podman = true
+			e.product = "Podman Engine " + c.Version
+		}
+	}
+	if e.arch == "" {
+		e.arch = runtime.GOARCH
+	}
+	if !e.podman {
+		return e, nil
+	}
+	e.init = false
+	e.initNote = "the sandbox helper is PID 1 and reaps orphans (Podman's init, catatonit, is not installed: apt-get install catatonit to use it)"
+	if !local {
+		e.initNote = "the sandbox helper is PID 1 and reaps orphans (a remote Podman's catatonit cannot be checked from here)"
+		return e, nil
+	}
+	for _, l := range podmanUlimits {
+		n := l.max
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(l.resource, &lim); err == nil && lim.Max < n {
+			n = lim.Max
+		}
+		e.ulimits = append(e.ulimits, container.Ulimit{Name: l.name, Soft: int64(n), Hard: int64(n)})
+	}
+	if p := podmanInitPath(getenv); p != "" {
+		e.init = true
+		e.initNote = "catatonit (Podman's init, " + p + ")"
+	}
+	return e, nil
+}
+
+// podmanInitPath returns the catatonit Podman would run for Init: true (containers.conf's
+// init_path, else the default places), or "" when there is none.
+func podmanInitPath(getenv func(string) (string, bool)) string {
+	confs := []string{"/usr/share/containers/containers.conf", "/etc/containers/containers.conf"}
+	if home, _ := getenv("HOME"); home != "" {
+		confs = append(confs, filepath.Join(home, ".config", "containers", "containers.conf"))
+	}
+	if c, _ := getenv("CONTAINERS_CONF"); c != "" {
+		confs = append(confs, c)
+	}
+	configured := ""
+	for _, c := range confs { // later files override earlier ones
+		if p := confInitPath(c); p != "" {
+			configured = p
+		}
+	}
+	candidates := podmanInitPaths
+	if configured != "" {
+		candidates = []string{configured}
+	}
+	for _, p := range candidates {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// confInitPath reads init_path from a containers.conf (TOML; only this one key matters).
+func confInitPath(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) != "init_path" {
+			continue
+		}
+		return strings.Trim(strings.TrimSpace(v), `"'`)
+	}
+	return ""
+}
+
+// engine returns what prepare learned about the engine (the zero value before it ran).
+func (b *Backend) engine() engineInfo {
+	b.prepMu.Lock()
+	defer b.prepMu.Unlock()
+	return b.eng
+}
+
+// Describe names the engine and how its sessions are isolated (hermes-sandbox doctor).
+func (b *Backend) Describe() string {
+	e := b.engine()
+	if e.product == "" {
+		return fmt.Sprintf("engine %s (%s)", b.host, b.source)
+	}
+	rt := b.cfg.Runtime
+	if rt == "" {
+		rt = "the engine's default runtime"
+	}
+	return fmt.Sprintf("engine %s (%s): %s; init: %s; runtime: %s", b.host, b.source, e.product, e.initNote, rt)
+}
