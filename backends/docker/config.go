@@ -400,7 +400,7 @@ func (b *Backend) specHash() string {
 // they go onto a label (docker.env may hold literal secrets).
 func (b *Backend) settingParts() [][2]string {
 	return [][2]string{
-		{"docker.image", b.cfg.Image},
+		{"docker.image", b.image()},
 		{"docker.network", fmt.Sprint(b.networkSpec())},
 		{"docker.memory_limit", fmt.Sprint(b.cfg.MemoryLimit)},
 		{"docker.cpu_quota", fmt.Sprint(b.cfg.CPUQuota)},
