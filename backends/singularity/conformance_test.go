@@ -20,5 +20,6 @@ func TestConformanceFakeRuntime(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return setup.backend(t) },
 		Scratch:    "/mnt",
+		Parallel:   true,
 	})
 }

@@ -11,6 +11,7 @@ func TestConformance(t *testing.T) {
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return d.backend(t, Options{}) },
+		Parallel:   true,
 	})
 }
 
@@ -18,6 +19,7 @@ func TestConformanceShellFallback(t *testing.T) {
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend:      func(t testing.TB) sandbox.Backend { return d.backend(t, Options{ForceShell: true}) },
+		Parallel:        true,
 		StateSavedWhole: "the plain-shell fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
 	})
 }
