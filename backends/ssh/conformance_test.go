@@ -11,7 +11,6 @@ func TestConformance(t *testing.T) {
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return d.backend(t, Options{}) },
-		Parallel:   true,
 	})
 }
 
@@ -19,7 +18,6 @@ func TestConformanceShellFallback(t *testing.T) {
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend:      func(t testing.TB) sandbox.Backend { return d.backend(t, Options{ForceShell: true}) },
-		Parallel:        true,
 		StateSavedWhole: "the plain-shell fallback saves a session's state whole after each command (internal/shellwrap), so overlapping commands can overwrite each other's cd and export",
 	})
 }

@@ -737,7 +737,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 					return
 				}
 				if res.Stdout != want+"\n" || res.Stderr != want+"\n" {
-					errs <- fmt.Errorf("concurrent Exec = %q/%q; want %q", res.Stdout, res.Stderr, want)
+					errs <- fmt.Errorf("%s: concurrent Exec(%q) = exit %d, stdout %q, stderr %q; want %q on both", s.name(), "echo "+want+"; echo "+want+" >&2", res.ExitCode, res.Stdout, res.Stderr, want)
 					return
 				}
 			}
