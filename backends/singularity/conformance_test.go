@@ -20,6 +20,5 @@ func TestConformanceFakeRuntime(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return setup.backend(t) },
 		Scratch:    "/mnt",
-		Parallel:   true,
 	})
 }
