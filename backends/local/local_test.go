@@ -51,5 +51,6 @@ func conformance(t *testing.T, mode config.Confine, network config.LocalNetwork)
 			}
 			return b
 		},
+		Parallel: true,
 	})
 }

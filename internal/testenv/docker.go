@@ -19,9 +19,11 @@ var engine struct {
 
 // DockerEngine returns a client of the Docker engine (DOCKER_HOST or the local socket), or
 // skips the test (fails it with HERMES_SANDBOX_TEST_REQUIRE=docker) when none answers; why
-// says what the test needs it for.
+// says what the test needs it for. Tests that need the engine are in the full tier: without
+// HERMES_SANDBOX_TEST_FULL=1 (or docker in HERMES_SANDBOX_TEST_REQUIRE) they skip (NeedFull).
 func DockerEngine(t testing.TB, why string) *client.Client {
 	t.Helper()
+	NeedFull(t, "docker", "the test runs against a Docker engine")
 	engine.Do(func() {
 		engine.cli, engine.err = client.New(client.FromEnv)
 		if engine.err != nil {

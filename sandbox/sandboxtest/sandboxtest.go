@@ -2,9 +2,10 @@
 // mostly one call to Run. The suite uses only POSIX shell and tools that busybox has, so it
 // runs unchanged in a minimal container image, on a remote host and in a cloud sandbox.
 //
-// Run runs every check twice: on the backend as it is ("Direct"), and wrapped in the gate
-// ("Gated", approvals off so that only hardline commands are refused), as every real command
-// path of the CLI and the MCP server uses it.
+// Run runs every check on the backend as it is ("Direct"), and the checks that exercise the
+// gate's wrapper again with the backend wrapped in the gate ("Gated", approvals off so that
+// only hardline commands are refused), as every real command path of the CLI and the MCP
+// server uses it.
 package sandboxtest
 
 import (
@@ -14,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +50,11 @@ type Options struct {
 	// the stream to the helper outlives its client (a provider's PTY session), the helper's
 	// heartbeat timeout (agent.BeatTimeout). 0: at once, when the stream ends.
 	CallerGoneAfter time.Duration
+	// Parallel runs the checks in parallel (t.Parallel), the Direct and Gated passes too. Every
+	// check opens sessions of its own, with names, scratch paths and process markers of its
+	// own; a backend sets it when its sessions are independent of each other (go test's
+	// -parallel, GOMAXPROCS by default, bounds how many run at once).
+	Parallel bool
 }
 
 type suite struct {
@@ -55,7 +63,15 @@ type suite struct {
 	gated bool
 }
 
-// Run runs the whole conformance suite, on the backend and on the backend behind the gate.
+// GatedEnv is the environment variable that, set to "all", runs the whole suite behind the
+// gate too, not only the checks that exercise the gate's wrapper (gatedChecks).
+const GatedEnv = "HERMES_SANDBOX_TEST_GATED"
+
+// Run runs the whole conformance suite on the backend ("Direct"), then, on the backend behind
+// the gate ("Gated"), the checks that go through the gate's own code: its Exec, job, file,
+// terminal and session wrappers, streaming, cancel, timeout, a caller that goes, and state
+// kept across calls and processes. The other checks would run the same backend code a second
+// time; HERMES_SANDBOX_TEST_GATED=all runs them gated as well.
 func Run(t *testing.T, opts Options) {
 	if opts.Scratch == "" {
 		opts.Scratch = "/tmp"
@@ -63,55 +79,124 @@ func Run(t *testing.T, opts Options) {
 	if opts.Slow == 0 {
 		opts.Slow = 1
 	}
-	t.Run("Direct", func(t *testing.T) { run(t, opts, false) })
+	all := false
+	switch v := os.Getenv(GatedEnv); v {
+	case "":
+	case "all":
+		all = true
+	default:
+		t.Fatalf("%s=%q; want all or unset", GatedEnv, v)
+	}
+	t.Run("Direct", func(t *testing.T) {
+		if opts.Parallel {
+			t.Parallel()
+		}
+		run(t, opts, false, checks)
+	})
 	gated := opts
 	gated.NewBackend = func(t testing.TB) sandbox.Backend {
 		return gate.Wrap(opts.NewBackend(t), gate.Options{Mode: config.ApprovalOff, Tools: config.NewConfig().Tools})
 	}
-	t.Run("Gated", func(t *testing.T) { run(t, gated, true) })
+	t.Run("Gated", func(t *testing.T) {
+		if opts.Parallel {
+			t.Parallel()
+		}
+		run(t, gated, true, selectGated(all))
+	})
 }
 
-func run(t *testing.T, opts Options, gated bool) {
+// check is one conformance check.
+type check struct {
+	name string
+	fn   func(*suite, *testing.T)
+}
+
+// checks is the whole suite, in the order it runs.
+var checks = []check{
+	{"ExecBasics", (*suite).testExecBasics},
+	{"CommandNotFound", (*suite).testNotFound},
+	{"ArgvFidelity", (*suite).testArgv},
+	{"EnvFidelity", (*suite).testEnvFidelity},
+	{"BinaryOutput", (*suite).testBinary},
+	{"Stdin", (*suite).testStdin},
+	{"StatePersists", (*suite).testState},
+	{"StateSurvivesScriptExitTrap", (*suite).testExitTrap},
+	{"ConcurrentExportsKept", (*suite).testConcurrentExports},
+	{"ConcurrentFirstUse", (*suite).testConcurrentFirstUse},
+	{"CallerGoneKillsCommand", (*suite).testCallerGone},
+	{"StateSaveFailureReported", (*suite).testStateSaveFailure},
+	{"Dir", (*suite).testDir},
+	{"Timeout", (*suite).testTimeout},
+	{"Cancel", (*suite).testCancel},
+	{"Streaming", (*suite).testStreaming},
+	{"OutputBounded", (*suite).testOutputBounded},
+	{"DaemonHoldingPipe", (*suite).testDaemon},
+	{"LargeScript", (*suite).testLargeScript},
+	{"Lifecycle", (*suite).testLifecycle},
+	{"Concurrency", (*suite).testConcurrency},
+	{"SessionIsolation", (*suite).testIsolation},
+	{"Persistence", (*suite).testPersistence},
+	{"Files", (*suite).testFiles},
+	{"Jobs", (*suite).testJobs},
+	{"JobLimit", (*suite).testJobLimit},
+	{"JobTimeout", (*suite).testJobTimeout},
+	{"SessionManager", (*suite).testSessionManager},
+	{"CapabilityHonesty", (*suite).testCapabilities},
+	{"Terminal", (*suite).testTerminal},
+	{"Network", (*suite).testNetwork},
+	// It wraps the backend in a gate of its own, on the very session it prepares: direct only.
+	{"GateWithState", (*suite).testGateWithState},
+}
+
+// gatedChecks are the checks the Gated pass runs by default: each goes through code of the
+// gate's own (gate/ops.go, gate/shell.go, gate/gate.go), or through the backend in a way the
+// gate can break (a stream it must pass on as it comes, a context it must not detach, state
+// it must not lose, a large or hostile command text it must parse without refusing).
+var gatedChecks = map[string]bool{
+	"ExecBasics":             true, // Exec's result and the empty command's error pass through
+	"ArgvFidelity":           true, // argv is quoted for the classifier, and must reach the sandbox unchanged
+	"EnvFidelity":            true, // Command.Env is classified, and must reach the sandbox unchanged
+	"Stdin":                  true,
+	"StatePersists":          true,
+	"CallerGoneKillsCommand": true,
+	"Dir":                    true, // Command.Dir is where the gate classifies
+	"Timeout":                true,
+	"Cancel":                 true,
+	"Streaming":              true,
+	"LargeScript":            true, // the classifier parses 320 KB of script
+	"Lifecycle":              true, // the gated session's Close
+	"Concurrency":            true, // the gated session's own state under -race
+	"Persistence":            true,
+	"Files":                  true, // ReadFile, WriteFile, ListDir and ResolvePath are wrapped
+	"Jobs":                   true, // StartJob and the job calls are wrapped
+	"SessionManager":         true, // Sessions and Remove are wrapped
+	"CapabilityHonesty":      true, // a gated session answers ErrUnsupported for what the backend lacks
+	"Terminal":               true, // the gated shell is the gate's own line loop
+}
+
+// selectGated is the Gated pass's checks: gatedChecks, or all of them (but GateWithState,
+// which makes a gate of its own), and HardlineRefused.
+func selectGated(all bool) []check {
+	var out []check
+	for _, c := range checks {
+		if c.name != "GateWithState" && (all || gatedChecks[c.name]) {
+			out = append(out, c)
+		}
+	}
+	return append(out, check{"HardlineRefused", (*suite).testHardline})
+}
+
+func run(t *testing.T, opts Options, gated bool, list []check) {
 	b := opts.NewBackend(t)
 	t.Cleanup(func() { b.Close() })
 	s := &suite{opts: opts, b: b, gated: gated}
-	t.Run("ExecBasics", s.testExecBasics)
-	t.Run("CommandNotFound", s.testNotFound)
-	t.Run("ArgvFidelity", s.testArgv)
-	t.Run("EnvFidelity", s.testEnvFidelity)
-	t.Run("BinaryOutput", s.testBinary)
-	t.Run("Stdin", s.testStdin)
-	t.Run("StatePersists", s.testState)
-	t.Run("StateSurvivesScriptExitTrap", s.testExitTrap)
-	t.Run("ConcurrentExportsKept", s.testConcurrentExports)
-	t.Run("ConcurrentFirstUse", s.testConcurrentFirstUse)
-	t.Run("CallerGoneKillsCommand", s.testCallerGone)
-	t.Run("StateSaveFailureReported", s.testStateSaveFailure)
-	t.Run("Dir", s.testDir)
-	t.Run("Timeout", s.testTimeout)
-	t.Run("Cancel", s.testCancel)
-	t.Run("Streaming", s.testStreaming)
-	t.Run("OutputBounded", s.testOutputBounded)
-	t.Run("DaemonHoldingPipe", s.testDaemon)
-	t.Run("LargeScript", s.testLargeScript)
-	t.Run("Lifecycle", s.testLifecycle)
-	t.Run("Concurrency", s.testConcurrency)
-	t.Run("SessionIsolation", s.testIsolation)
-	t.Run("Persistence", s.testPersistence)
-	t.Run("Files", s.testFiles)
-	t.Run("Jobs", s.testJobs)
-	t.Run("JobLimit", s.testJobLimit)
-	t.Run("JobTimeout", s.testJobTimeout)
-	t.Run("SessionManager", s.testSessionManager)
-	t.Run("CapabilityHonesty", s.testCapabilities)
-	t.Run("Terminal", s.testTerminal)
-	t.Run("Network", s.testNetwork)
-	if gated {
-		t.Run("HardlineRefused", s.testHardline)
-	}
-	if !gated {
-		// It wraps the backend in a gate of its own, on the very session it prepares.
-		t.Run("GateWithState", s.testGateWithState)
+	for _, c := range list {
+		t.Run(c.name, func(t *testing.T) {
+			if opts.Parallel {
+				t.Parallel()
+			}
+			c.fn(s, t)
+		})
 	}
 }
 
@@ -163,8 +248,36 @@ func (s *suite) sh(t *testing.T, sess sandbox.Session, script string) *sandbox.R
 	if err != nil {
 		t.Fatalf("%s: Exec(%q) error = %v", s.name(), script, err)
 	}
-	testenv.LogOnFailure(t, s.name(), script, res)
+	testenv.LogOnFailure(t, s.name(), clipText(script), res)
 	return res
+}
+
+// exec runs cmd on sess and logs, if the test fails, the command, the backend and what the
+// command printed, as sh does, for checks that look at the error themselves.
+func (s *suite) exec(t *testing.T, sess sandbox.Session, cmd sandbox.Command) (*sandbox.Result, error) {
+	t.Helper()
+	res, err := sess.Exec(s.ctx(t), cmd)
+	text := cmd.Script
+	if text == "" {
+		text = fmt.Sprintf("argv %q", cmd.Argv)
+	}
+	if err != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s ran %q: error %v", s.name(), clipText(text), err)
+			}
+		})
+	}
+	testenv.LogOnFailure(t, s.name(), clipText(text), res)
+	return res, err
+}
+
+// clipText bounds a command's text for a test log (a check's script can be 320 KB).
+func clipText(s string) string {
+	if len(s) > 500 {
+		return s[:500] + fmt.Sprintf("… (%d bytes)", len(s))
+	}
+	return s
 }
 
 // scratch is a path under Scratch for one test's files, unique to the call: a host's /tmp is
@@ -222,7 +335,7 @@ func (s *suite) testNotFound(t *testing.T) {
 	if res.ExitCode != 127 {
 		t.Errorf("Exec(script not found).ExitCode = %d; want 127", res.ExitCode)
 	}
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Argv: []string{"no-such-command-hermes-xyz", "a"}})
+	res, err := s.exec(t, sess, sandbox.Command{Argv: []string{"no-such-command-hermes-xyz", "a"}})
 	if err != nil {
 		t.Fatalf("Exec(argv not found) error = %v", err)
 	}
@@ -241,7 +354,7 @@ var hostile = []string{
 func (s *suite) testArgv(t *testing.T) {
 	sess := s.newSession(t)
 	argv := append([]string{"printf", "[%s]\\n"}, hostile...)
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Argv: argv})
+	res, err := s.exec(t, sess, sandbox.Command{Argv: argv})
 	if err != nil {
 		t.Fatalf("Exec(argv) error = %v", err)
 	}
@@ -257,7 +370,7 @@ func (s *suite) testArgv(t *testing.T) {
 func (s *suite) testEnvFidelity(t *testing.T) {
 	sess := s.newSession(t)
 	for _, h := range hostile {
-		res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: `printf '%s' "$HERMES_T"`, Env: map[string]string{"HERMES_T": h}})
+		res, err := s.exec(t, sess, sandbox.Command{Script: `printf '%s' "$HERMES_T"`, Env: map[string]string{"HERMES_T": h}})
 		if err != nil {
 			t.Fatalf("Exec with Env %q error = %v", h, err)
 		}
@@ -285,7 +398,7 @@ func (s *suite) testStdin(t *testing.T) {
 	}
 	sess := s.newSession(t)
 	in := "hello\nworld\x00\xff\n"
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "cat; echo done", Stdin: strings.NewReader(in)})
+	res, err := s.exec(t, sess, sandbox.Command{Script: "cat; echo done", Stdin: strings.NewReader(in)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +406,7 @@ func (s *suite) testStdin(t *testing.T) {
 		t.Errorf("Exec(cat) with stdin = %q; want %q", res.Stdout, in+"done\n")
 	}
 	// A command that does not read its input still finishes.
-	res, err = sess.Exec(s.ctx(t), sandbox.Command{Script: "echo skip", Stdin: strings.NewReader(strings.Repeat("x", 1<<20))})
+	res, err = s.exec(t, sess, sandbox.Command{Script: "echo skip", Stdin: strings.NewReader(strings.Repeat("x", 1<<20))})
 	if err != nil || res.Stdout != "skip\n" {
 		t.Errorf("Exec(ignore stdin) = %v, %v", res, err)
 	}
@@ -322,7 +435,7 @@ line2"; HERMES_LOCAL=1`, dir, dir))
 
 func (s *suite) testDir(t *testing.T) {
 	sess := s.newSession(t)
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: "pwd", Dir: "/"})
+	res, err := s.exec(t, sess, sandbox.Command{Script: "pwd", Dir: "/"})
 	if err != nil || res.Stdout != "/\n" {
 		t.Fatalf("Exec(pwd, Dir=/) = %v, %v", res, err)
 	}
@@ -408,8 +521,11 @@ func (s *suite) waitNoLeftovers(t *testing.T, sess sandbox.Session, marker strin
 	s.waitLeftovers(t, sess, marker, 0, "still running after the command ended")
 }
 
-func marker(tag string) string {
-	return fmt.Sprintf("%d%03d", time.Now().UnixNano()%1_000_000, len(tag))
+// marker is a number of nine random digits that tags one check's processes (its argument names
+// the use, for the reader). Fixed width and random, so no marker of a check running at the same time, in
+// this process or another one on the same host, contains another.
+func marker(string) string {
+	return fmt.Sprintf("%09d", rand.IntN(1_000_000_000))
 }
 
 func (s *suite) testTimeout(t *testing.T) {
@@ -419,7 +535,7 @@ func (s *suite) testTimeout(t *testing.T) {
 	// process-group kill): all must die.
 	script := s.detached("3"+m, "") + fmt.Sprintf(`; sleep 1%s & sh -c 'sleep 2%s; true' & wait`, m, m)
 	start := time.Now()
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script, Timeout: 3 * time.Second})
+	res, err := s.exec(t, sess, sandbox.Command{Script: script, Timeout: 3 * time.Second})
 	if err != nil {
 		t.Fatalf("Exec(timeout) error = %v", err)
 	}
@@ -463,6 +579,7 @@ func (s *suite) testCancel(t *testing.T) {
 	out := &signalWriter{want: "started", fn: cancel}
 	script := s.detached("6"+m, "") + fmt.Sprintf(`; sleep 4%s & echo started; sleep 5%s`, m, m)
 	res, err := sess.Exec(ctx, sandbox.Command{Script: script, Stdout: out})
+	testenv.LogOnFailure(t, s.name(), script, res)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Exec(cancelled) error = %v; want context.Canceled", err)
 	}
@@ -484,7 +601,7 @@ func (s *suite) testStreaming(t *testing.T) {
 		}()
 	}}
 	script := fmt.Sprintf(`echo first; i=0; while [ ! -e '%s' ]; do sleep 0.05; i=$((i+1)); [ $i -gt 600 ] && exit 9; done; echo second; rm -f '%s'`, flag, flag)
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: script, Stdout: out})
+	res, err := s.exec(t, sess, sandbox.Command{Script: script, Stdout: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +619,7 @@ func (s *suite) testOutputBounded(t *testing.T) {
 	var mu sync.Mutex
 	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return live.Write(p) })
 	const n = 300_000
-	res, err := sess.Exec(s.ctx(t), sandbox.Command{Script: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf '%%09d\n' $i; i=$((i+1)); done; echo tail-end`, n/10), Stdout: w, OutputLimit: 10_000})
+	res, err := s.exec(t, sess, sandbox.Command{Script: fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf '%%09d\n' $i; i=$((i+1)); done; echo tail-end`, n/10), Stdout: w, OutputLimit: 10_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,7 +737,7 @@ func (s *suite) testConcurrency(t *testing.T) {
 					return
 				}
 				if res.Stdout != want+"\n" || res.Stderr != want+"\n" {
-					errs <- fmt.Errorf("concurrent Exec = %q/%q; want %q", res.Stdout, res.Stderr, want)
+					errs <- fmt.Errorf("%s: concurrent Exec(%q) = exit %d, stdout %q, stderr %q; want %q on both", s.name(), "echo "+want+"; echo "+want+" >&2", res.ExitCode, res.Stdout, res.Stderr, want)
 					return
 				}
 			}
@@ -657,7 +774,7 @@ func (s *suite) testPersistence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess2.Close()
-	res, err := sess2.Exec(s.ctx(t), sandbox.Command{Script: `pwd; echo "$HERMES_P"`})
+	res, err := s.exec(t, sess2, sandbox.Command{Script: `pwd; echo "$HERMES_P"`})
 	if err != nil {
 		t.Fatal(err)
 	}

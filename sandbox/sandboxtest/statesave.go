@@ -21,7 +21,7 @@ const unwritableState = "__hermes_st=/nonexistent-hermes-dir/state"
 // testExitTrap: a script that sets its own EXIT trap keeps its cd and export.
 func (s *suite) testExitTrap(t *testing.T) {
 	sess := s.newSession(t)
-	dir := s.opts.Scratch + "/hermes trap dir"
+	dir := s.scratch("hermes trap dir")
 	res := s.sh(t, sess, fmt.Sprintf("mkdir -p '%s'; trap 'echo bye' EXIT; cd '%s' && export HERMES_TRAPPED=kept", dir, dir))
 	if res.Stdout != "bye\n" || res.ExitCode != 0 || res.StateNotSaved {
 		t.Errorf("Exec(script with its own EXIT trap) = %d %q, state not saved %v (%s); want 0 %q and saved",

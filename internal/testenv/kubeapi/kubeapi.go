@@ -91,9 +91,10 @@ var current struct {
 // Start returns the process's server, starting etcd and kube-apiserver on first use. Without the
 // binary or etcd it calls testenv.Missing (skip, or fail with HERMES_SANDBOX_TEST_REQUIRE); a
 // server that fails to start fails the test with the tail of its logs, and every later Start of
-// the process with the error's first line.
+// the process with the error's first line. Its tests are in the full tier (testenv.NeedFull).
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testenv.NeedFull(t, What, "a test kube-apiserver with etcd")
 	current.Lock()
 	defer current.Unlock()
 	if !current.tried {
