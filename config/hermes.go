@@ -366,3 +366,23 @@ var hermesPointers = map[string]string{
 	"model":   "hermes-sandbox has no model: it runs an agent's commands; the model belongs to the agent (see the README's MCP section)",
 	"gateway": "hermes-sandbox has no gateway: expose it to agents with `hermes-sandbox mcp` (stdio or --http); see the README's MCP section",
 }
+
+// SpellingNote says what `config set key value` stored when key or value is a Hermes spelling
+// ("terminal.docker_image is docker.image here"; approvals.mode smart is manual, and why), or
+// "" when both are ours.
+func SpellingNote(key, value string) string {
+	var parts []string
+	c := hermesValued[key]
+	if h, ok := hermesSpelling(key); ok {
+		parts = append(parts, fmt.Sprintf("%s is Hermes's spelling of %s", key, h.key))
+		c = h.conv
+	}
+	if out, err := c.apply(value); err == nil && out != value {
+		p := fmt.Sprintf("%s is stored as %s", value, out)
+		if why := c.why(value, out); why != "" {
+			p += ": " + why
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}

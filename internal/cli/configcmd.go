@@ -54,6 +54,9 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 				where = config.SecretsPathFor(p)
 			}
 			fmt.Fprintf(a.stderr, "set %s in %s\n", args[0], where)
+			if n := config.SpellingNote(args[0], args[1]); n != "" {
+				fmt.Fprintf(a.stderr, "note: %s\n", n)
+			}
 			a.warnOverridden(args[0])
 			return nil
 		},

@@ -169,7 +169,7 @@ func (a *app) backendWith(ctx context.Context, ability string, has func(sandbox.
 		return nil, fmt.Errorf("no backend built into this binary has %s", ability)
 	}
 	if !sandbox.ValidName(name) {
-		return nil, usagef("unknown backend %q: valid backends are %s", name, strings.Join(sandbox.BuiltinNames, ", "))
+		return nil, unknownBackend("", name)
 	}
 	var able []string
 	for _, n := range a.registry.Names() {
