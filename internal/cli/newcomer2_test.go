@@ -73,3 +73,22 @@ func TestAuditInitAfterExec(t *testing.T) {
 		t.Errorf("audit show of an empty selection: exit %d, %q, %q", code, out, errOut)
 	}
 }
+
+// A state directory that cannot be used is reported as that, before any command runs.
+func TestUnusableStateDir(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	blocker := filepath.Join(e.dir, "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.environ = append(e.environ, "XDG_STATE_HOME="+blocker)
+	code, out, errOut := e.run("", "exec", "--", "echo", "ran")
+	if code == 0 || strings.Contains(out, "ran") {
+		t.Fatalf("exec with an unusable state directory: exit %d, %q", code, out)
+	}
+	if !strings.Contains(errOut, "the state directory") || !strings.Contains(errOut, "permissions") ||
+		strings.Contains(errOut, "audit.enabled false") {
+		t.Errorf("the error does not point at the state directory:\n%s", errOut)
+	}
+}
