@@ -66,7 +66,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // RunWith is Run with an explicit environment (tests pass their own).
 func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ, registry: all.Backends(), owners: ownersEnabled}
+	// stderr is shared by the backend's progress and the slow-start notice (slowNotice), which
+	// writes from a timer: one lock orders their writes.
+	a := &app{stdin: stdin, stdout: stdout, stderr: &syncWriter{w: stderr}, environ: environ, registry: all.Backends(), owners: ownersEnabled}
 	return a.run(ctx, args)
 }
 

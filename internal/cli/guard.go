@@ -111,7 +111,9 @@ func (a *app) openApproved(ctx context.Context, b sandbox.Backend, name string, 
 		release = append(release, closeTTY)
 		ctx = gate.WithApprover(ctx, ap)
 	}
+	stop := a.slowNotice("starting session "+name+" (a cold session's first command creates its sandbox)", time.Second)
 	sess, err := b.Open(ctx, name)
+	stop()
 	if err != nil {
 		done()
 		return ctx, nil, nil, err

@@ -131,7 +131,7 @@ func (a *app) printImageResult(verb, backend string, info sandbox.ImageInfo) {
 // progress reports on stderr: progress bars on a terminal, plain lines otherwise.
 func (a *app) progress() sandbox.Progress {
 	p := sandbox.Progress{W: a.stderr}
-	if f, ok := a.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if f, ok := underlying(a.stderr).(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.Fd, p.Terminal = f.Fd(), true
 	}
 	return p
