@@ -7,7 +7,11 @@ export CGO_ENABLED := 0
 # SLIM_TAGS leaves out every backend but local (see backends/all); drop a tag to keep one.
 SLIM_TAGS := no_docker,no_ssh,no_singularity,no_modal,no_daytona,no_vercel,no_kubernetes
 
-.PHONY: build slim run test test-fast vet bench clean
+# Where `make install` puts the CLI and its helpers (beside it, where the CLI looks for them).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+
+.PHONY: build slim run install uninstall test test-fast vet bench clean
 
 # Static binaries: the CLI (which can also serve as its own in-sandbox helper) and the small
 # helper for both architectures, for remote hosts over SSH.
@@ -19,6 +23,16 @@ build:
 # A slim CLI with only the backends SLIM_TAGS keeps; a left-out one says so when chosen.
 slim:
 	$(GO) build -trimpath -tags '$(SLIM_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/hermes-sandbox-slim ./cmd/hermes-sandbox
+
+# Puts hermes-sandbox on PATH: `make install` (as root) or `make install PREFIX=~/.local`.
+install: build
+	install -d '$(DESTDIR)$(BINDIR)'
+	install -m 0755 $(BIN)/hermes-sandbox $(BIN)/sandbox-agent-linux-amd64 $(BIN)/sandbox-agent-linux-arm64 '$(DESTDIR)$(BINDIR)/'
+	@echo 'installed $(DESTDIR)$(BINDIR)/hermes-sandbox (and its helpers beside it)'
+	@case ':$(PATH):' in *':$(BINDIR):'*) ;; *) echo 'note: $(BINDIR) is not on your PATH; add it, e.g. export PATH="$(BINDIR):$$PATH"';; esac
+
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/hermes-sandbox' '$(DESTDIR)$(BINDIR)/sandbox-agent-linux-amd64' '$(DESTDIR)$(BINDIR)/sandbox-agent-linux-arm64'
 
 # The main job: build, report what works on this machine, and run a first command.
 run: build

@@ -32,7 +32,12 @@ func Set(path, key, value string) error {
 // SetMany is Set for several keys at once: every value is parsed and the resulting
 // configuration validated before anything is written, so either all of them are stored or
 // none is. Each file (config, secrets) is written once.
-func SetMany(path string, kvs []KV) error {
+func SetMany(path string, kvs []KV) error { return setMany(path, kvs, true) }
+
+// CheckMany is SetMany without the writing: the error SetMany would return, or nil.
+func CheckMany(path string, kvs []KV) error { return setMany(path, kvs, false) }
+
+func setMany(path string, kvs []KV, write bool) error {
 	if path == "" {
 		path = DefaultPath()
 	}
@@ -90,6 +95,9 @@ func SetMany(path string, kvs []KV) error {
 			c.locate(e)
 		}
 		return joinErrors(errs)
+	}
+	if !write {
+		return nil
 	}
 	for _, it := range items {
 		secret := it.f.secret()

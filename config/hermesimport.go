@@ -20,6 +20,14 @@ type HermesImport struct {
 	Read    []string   // the files that existed and were read
 	Set     []Imported // in the order they apply; a later entry for the same key wins
 	Ignored []string   // Hermes keys (dotted, or variable names) with no equivalent here
+	Failed  []Skipped  // Hermes keys with an equivalent whose value could not be taken over
+}
+
+// Skipped is a Hermes setting that has an equivalent here but was not imported, and why.
+type Skipped struct {
+	From   string // as in Imported.From
+	Key    string // our key ("" if the failure came before mapping)
+	Reason string
 }
 
 // Imported is one setting taken from Hermes.
@@ -28,6 +36,7 @@ type Imported struct {
 	Value  string // in the form Set accepts
 	From   string // "config.yaml: terminal.docker.memory_limit" or ".env: TERMINAL_ENV"
 	Secret bool
+	Note   string // why the value was mapped as it was (approvals.mode smart), or ""
 }
 
 // hermesYAML maps the dotted paths of Hermes's config.yaml onto our keys: the flat terminal
@@ -39,6 +48,9 @@ var hermesYAML = map[string]hermesKey{
 	"terminal.timeout":                 {"terminal.timeout", seconds},
 	"terminal.docker_image":            {"docker.image", asIs},
 	"terminal.docker_forward_env":      {"terminal.env_passthrough", asIs},
+	"terminal.container_persistent":    {"terminal.persistence", persistent},
+	"terminal.docker_network":          {"docker.network", netSwitch},
+	"command_allowlist":                {"approvals.command_allowlist", asIs},
 	"terminal.env_passthrough":         {"terminal.env_passthrough", asIs},
 	"terminal.docker_volumes":          {"docker.volumes", asIs},
 	"terminal.docker_env":              {"docker.env", asIs},
@@ -76,7 +88,7 @@ var hermesYAML = map[string]hermesKey{
 	"modal_token_id":                   {"modal.token_id", asIs},
 	"modal_token_secret":               {"modal.token_secret", asIs},
 	"singularity_readonly":             {"singularity.readonly", asIs},
-	"approvals.mode":                   {"approvals.mode", asIs},
+	"approvals.mode":                   {"approvals.mode", approvalMd},
 	"approvals.timeout":                {"approvals.timeout", seconds},
 	"approvals.command_allowlist":      {"approvals.command_allowlist", asIs},
 	"loop.max_tool_calls":              {"loop.max_tool_calls", asIs},
@@ -106,17 +118,20 @@ func ReadHermes(dir string, environ []string) (*HermesImport, error) {
 		return nil, fmt.Errorf("no Hermes directory: HOME is not set; name one (hermes-sandbox config import-hermes DIR)")
 	}
 	imp := &HermesImport{Dir: dir}
-	add := func(from string, h hermesKey, raw string) error {
+	// add maps one Hermes value; one that cannot be taken over is listed in Failed and the
+	// rest of the import goes on.
+	add := func(from string, h hermesKey, raw string) {
 		v, err := h.conv.apply(raw)
 		if err != nil {
-			return fmt.Errorf("%s: %w", from, err)
+			imp.Failed = append(imp.Failed, Skipped{From: from, Key: h.key, Reason: err.Error()})
+			return
 		}
 		f := schema.byKey[h.key]
 		if _, err := parseString(f, v); err != nil {
-			return fmt.Errorf("%s → %s: %w", from, h.key, err)
+			imp.Failed = append(imp.Failed, Skipped{From: from, Key: h.key, Reason: err.Error()})
+			return
 		}
-		imp.Set = append(imp.Set, Imported{Key: h.key, Value: v, From: from, Secret: f.secret()})
-		return nil
+		imp.Set = append(imp.Set, Imported{Key: h.key, Value: v, From: from, Secret: f.secret(), Note: h.conv.why(raw, v)})
 	}
 
 	envPath := filepath.Join(dir, ".env")
@@ -130,15 +145,11 @@ func ReadHermes(dir string, environ []string) (*HermesImport, error) {
 	for _, name := range slices.Sorted(maps.Keys(dotenv)) {
 		v := dotenv[name]
 		if h, ok := hermesEnv[name]; ok {
-			if err := add(".env: "+name, h, v); err != nil {
-				return nil, err
-			}
+			add(".env: "+name, h, v)
 			continue
 		}
 		if i := slices.IndexFunc(providerEnv, func(p struct{ name, key string }) bool { return p.name == name }); i >= 0 {
-			if err := add(".env: "+name, hermesKey{providerEnv[i].key, asIs}, v); err != nil {
-				return nil, err
-			}
+			add(".env: "+name, hermesKey{providerEnv[i].key, asIs}, v)
 			continue
 		}
 		imp.Ignored = append(imp.Ignored, ".env: "+name)
@@ -166,11 +177,10 @@ func ReadHermes(dir string, environ []string) (*HermesImport, error) {
 			}
 			raw, err := scalarString(leaves[path])
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", cfgPath, path, err)
+				imp.Failed = append(imp.Failed, Skipped{From: "config.yaml: " + path, Key: h.key, Reason: err.Error()})
+				continue
 			}
-			if err := add("config.yaml: "+path, h, raw); err != nil {
-				return nil, fmt.Errorf("%s: %w", cfgPath, err)
-			}
+			add("config.yaml: "+path, h, raw)
 		}
 	}
 	if len(imp.Read) == 0 {
@@ -194,10 +204,11 @@ func (h *HermesImport) Final() []Imported {
 	return out
 }
 
-// flatten turns nested mappings into dotted leaves; lists and scalars are leaves.
+// flatten turns nested mappings into dotted leaves; lists and scalars are leaves, and so is a
+// mapping that is itself the value of a known Hermes key (terminal.docker_env).
 func flatten(prefix string, v any, out map[string]any) {
 	m, ok := v.(map[string]any)
-	if !ok {
+	if _, known := hermesYAML[prefix]; !ok || known {
 		out[prefix] = v
 		return
 	}

@@ -272,7 +272,9 @@ func (c *Config) decodeRoot(path string, doc *yaml.Node, secrets bool) error {
 		}
 		if schema.bySect[name] == nil {
 			msg := fmt.Sprintf("unknown section %q", name)
-			if s := suggest(name, schema.sections); s != "" {
+			if h := hermesFileHint(name); h != "" {
+				msg += ": " + h
+			} else if s := suggest(name, schema.sections); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			} else if s := suggestKey(name); s != "" {
 				msg += fmt.Sprintf(" (did you mean %s, inside the %s section?)", s, strings.Split(s, ".")[0])
@@ -324,7 +326,9 @@ func (c *Config) decodeSection(op, path, section string, m *yaml.Node, src Sourc
 		f, ok := schema.byKey[section+"."+k.Value]
 		if !ok {
 			msg := fmt.Sprintf("unknown key %q in section %s", k.Value, section)
-			if s := suggest(k.Value, fieldNames(section)); s != "" {
+			if h := hermesFileHint(section + "." + k.Value); h != "" {
+				msg += ": " + h
+			} else if s := suggest(k.Value, fieldNames(section)); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			} else {
 				msg += " (valid keys: " + strings.Join(fieldNames(section), ", ") + ")"
@@ -342,6 +346,10 @@ func (c *Config) decodeSection(op, path, section string, m *yaml.Node, src Sourc
 			continue
 		}
 		if err := c.decodeField(f, v, origin{source: src, file: path, line: v.Line}); err != nil {
+			if h := hermesValueHint(f.key, v.Value); h != "" && v.Kind == yaml.ScalarNode {
+				fail(v.Line, f.key, "%s: %s", f.key, h)
+				continue
+			}
 			fail(errLine(err, v.Line), f.key, "%s: %v", f.key, err)
 		}
 	}

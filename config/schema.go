@@ -149,7 +149,7 @@ func (k kind) describe() string {
 func lookupField(key string) (*field, bool) {
 	if key == aliasKey {
 		key = aliasedTo
-	} else if h, ok := hermesFlat[key]; ok {
+	} else if h, ok := hermesSpelling(key); ok {
 		key = h.key
 	}
 	f, ok := schema.byKey[key]

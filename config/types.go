@@ -616,3 +616,7 @@ func (m KubernetesMode) Valid() bool { return slices.Contains(allKubernetesModes
 func (m *KubernetesMode) UnmarshalText(text []byte) error {
 	return unmarshalEnum(m, ParseKubernetesMode, text)
 }
+
+// Suggest returns the candidate closest to s, or "" when none is close enough to be a typo
+// (for "did you mean" hints outside this package: backend names, commands).
+func Suggest(s string, candidates []string) string { return suggest(s, candidates) }

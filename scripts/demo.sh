@@ -27,6 +27,25 @@ quote() {
 }
 show() { printf '$ hermes-sandbox %s\n' "$(quote "$@")"; "$hs" "$@"; }
 
+# image_id prints the id of $image ("" when it or the docker CLI is missing).
+image_id() {
+  command -v docker >/dev/null 2>&1 || return 0
+  docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true
+}
+short() { local s=${1#sha256:}; printf %s "${s:0:12}"; }
+# drop_replaced removes the previous build of $image when the new one took its tag. An image a
+# container still uses stays (docker refuses), and the message says how to remove it later.
+drop_replaced() {
+  local old=$1 new
+  new=$(image_id)
+  if [ -z "$old" ] || [ -z "$new" ] || [ "$old" = "$new" ]; then return 0; fi
+  if docker image rm "$old" >/dev/null 2>&1; then
+    echo "(removed the previous build of $image, $(short "$old"): nothing names it any more)"
+  else
+    echo "(the previous build of $image, $(short "$old"), is still used by a container; remove it later with: docker image rm $old)" >&2
+  fi
+}
+
 "$hs" version
 backend=local
 engine=no
@@ -43,7 +62,11 @@ if [ "$engine" = yes ]; then
   fi
   if command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     say "Building $image from Debian bookworm with python3 and git (cached after the first time)"
+    # A rebuild gets a new id under the same tag; the build it replaces is removed below, so
+    # re-running make run leaves no dangling image behind.
+    old_id=$(image_id)
     if show image build --debian bookworm --packages python3,git --tag "$image"; then
+      drop_replaced "$old_id"
       backend=docker
     else
       echo "(the image build failed; the demo goes on with the local backend)" >&2

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -52,7 +54,14 @@ An existing log is never overwritten: --rotate closes it with a final record and
 			}
 			var opts audit.InitOptions
 			opts.Rotate = rotate
-			if cfg, err := a.loadConfig(); err == nil && cfg.Audit.Sealed && *fileFlag == "" {
+			cfg, cfgErr := a.loadConfig()
+			if !rotate && (cfgErr != nil || !cfg.Audit.Sealed || *fileFlag != "") && unsealedLog(p) {
+				// The commands run before init wrote an unsealed log: init seals from here on
+				// and keeps those records, archived beside the new log.
+				opts.Rotate = true
+				fmt.Fprintf(a.stdout, "An unsealed audit log from earlier commands exists at %s: it is archived beside the new sealed log.\n", p)
+			}
+			if cfgErr == nil && cfg.Audit.Sealed && *fileFlag == "" {
 				if _, err := os.Stat(p + ".seal"); err != nil {
 					// A sealed installation whose log or state is gone: the new log says so
 					// in its first record, and the user hears it now.
@@ -75,7 +84,10 @@ An existing log is never overwritten: --rotate closes it with a final record and
 			if res.Warning != "" {
 				fmt.Fprintf(a.stderr, "hermes-sandbox: warning: %s\n", res.Warning)
 			}
-			if res.Archived != "" {
+			switch {
+			case res.Archived != "" && opts.Rotate && !rotate:
+				fmt.Fprintf(a.stdout, "Archived the earlier unsealed log as %s\n", res.Archived)
+			case res.Archived != "":
 				fmt.Fprintf(a.stdout, "Archived the previous log, with its final seal, as %s\n", res.Archived)
 			}
 			fmt.Fprintf(a.stdout, "Created the sealed audit log %s (log id %s).\n", res.Path, res.LogID)
@@ -239,6 +251,17 @@ allowed or denied, with host, port and bytes up/down), egress_policy (changes ma
 			if kind != "" {
 				recs = audit.FilterKind(recs, kind)
 			}
+			if len(recs) == 0 && !asJSON {
+				what := []string{}
+				if session != "" {
+					what = append(what, "session "+session)
+				}
+				if kind != "" {
+					what = append(what, "kind "+kind)
+				}
+				fmt.Fprintf(a.stderr, "no records for %s in %s\n", strings.Join(what, " and "), p)
+				return nil
+			}
 			a.printRecords(recs, asJSON)
 			return nil
 		},
@@ -265,4 +288,14 @@ func (a *app) printRecords(recs []audit.Record, asJSON bool) {
 func (a *app) printJSON(r audit.Record) {
 	b, _ := json.Marshal(r)
 	fmt.Fprintln(a.stdout, string(b))
+}
+
+// unsealedLog reports whether path holds a non-empty audit log with no sealing state beside it.
+func unsealedLog(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	_, err = os.Stat(path + ".seal")
+	return errors.Is(err, fs.ErrNotExist)
 }

@@ -67,7 +67,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // RunWith is Run with an explicit environment (tests pass their own).
 func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ, registry: all.Backends(), owners: ownersEnabled}
+	// stderr is shared by the backend's progress and the slow-start notice (slowNotice), which
+	// writes from a timer: one lock orders their writes.
+	a := &app{stdin: stdin, stdout: stdout, stderr: &syncWriter{w: stderr}, environ: environ, registry: all.Backends(), owners: ownersEnabled}
 	return a.run(ctx, args)
 }
 
@@ -138,6 +140,10 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.sandboxFlag, "sandbox", "", "backend for this run: "+strings.Join(sandbox.BuiltinNames, ", "))
 	root.PersistentFlags().StringVar(&a.sandboxFlag, "terminal", "", "alias of --sandbox (Hermes's spelling)")
 	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "config file (default $HERMES_SANDBOX_CONFIG or ~/.config/hermes-sandbox/config.yaml)")
+	var yolo bool
+	root.PersistentFlags().BoolVar(&yolo, "yolo", false, "Hermes Agent's flag; answers with this tool's equivalent")
+	_ = root.PersistentFlags().MarkHidden("yolo")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error { return a.preRun(cmd, yolo) }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	setVersionFlag(root)
 	root.AddCommand(
@@ -158,6 +164,7 @@ func (a *app) rootCmd() *cobra.Command {
 		agentCmd(),
 		a.ownerCmd(),
 	)
+	root.AddCommand(a.hermesPointerCmds()...)
 	a.registerCompletions(root)
 	return root
 }
@@ -228,7 +235,7 @@ func (a *app) backendName(ctx context.Context, cfg *config.Config) (string, erro
 		return a.autoBackend(ctx, cfg)
 	}
 	if !sandbox.ValidName(name) {
-		return "", usagef("unknown backend %q: valid backends are %s", name, strings.Join(sandbox.BuiltinNames, ", "))
+		return "", unknownBackend("", name)
 	}
 	return name, nil
 }

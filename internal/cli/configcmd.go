@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"text/tabwriter"
@@ -54,6 +55,9 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 				where = config.SecretsPathFor(p)
 			}
 			fmt.Fprintf(a.stderr, "set %s in %s\n", args[0], where)
+			if n := config.SpellingNote(args[0], args[1]); n != "" {
+				fmt.Fprintf(a.stderr, "note: %s\n", n)
+			}
 			a.warnOverridden(args[0])
 			return nil
 		},
@@ -98,7 +102,7 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 			return nil
 		},
 	}
-	var aliases bool
+	var aliases, asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List every key with its effective value and where it came from",
@@ -115,6 +119,21 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				type entry struct {
+					Key    string `json:"key"`
+					Value  string `json:"value"` // as config get prints it; secrets masked
+					Source string `json:"source"`
+					Secret bool   `json:"secret,omitempty"`
+				}
+				out := []entry{}
+				for _, kv := range config.List(cfg) {
+					out = append(out, entry{kv.Key, kv.Value, string(kv.Source), kv.Secret})
+				}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			for _, kv := range config.List(cfg) {
 				fmt.Fprintf(tw, "%s\t%s\t(%s)\n", kv.Key, kv.Value, kv.Source)
@@ -122,6 +141,7 @@ of terminal.backend. Every key can also be set with HERMES_SANDBOX_<SECTION>_<KE
 			return tw.Flush()
 		},
 	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {key, value, source, secret}")
 	list.Flags().BoolVar(&aliases, "aliases", false, "list the alternative key names (sandbox, Hermes's flat keys) and what each sets")
 	path := &cobra.Command{
 		Use:   "path",

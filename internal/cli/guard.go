@@ -111,7 +111,9 @@ func (a *app) openApproved(ctx context.Context, b sandbox.Backend, name string, 
 		release = append(release, closeTTY)
 		ctx = gate.WithApprover(ctx, ap)
 	}
+	stop := a.slowNotice("starting session "+name+" (a cold session's first command creates its sandbox)", time.Second)
 	sess, err := b.Open(ctx, name)
+	stop()
 	if err != nil {
 		done()
 		return ctx, nil, nil, err
@@ -135,6 +137,9 @@ func (a *app) gateClassifier(cfg *config.Config, backend sandbox.Backend) *polic
 // that would not enforce terminal.egress_allow (checkSharedEgress).
 func (a *app) gateOptions(cfg *config.Config, backend sandbox.Backend) (gate.Options, error) {
 	if err := checkSharedEgress(cfg, backend); err != nil {
+		return gate.Options{}, err
+	}
+	if err := checkStateDir(cfg.StateDir()); err != nil {
 		return gate.Options{}, err
 	}
 	auditPath := a.expandHome(cfg.Audit.LogDestination)
@@ -205,7 +210,8 @@ func (a *app) openAudit(cfg *config.Config, path string, logger *slog.Logger) au
 	log, err := audit.Open(path, audit.Options{Level: audit.Level(cfg.Audit.Level), Redact: audit.NewRedactor(a.secrets(cfg)),
 		OnFailure: onFailure, Witness: witness, Logger: logger, Sealed: cfg.Audit.Sealed})
 	if err != nil {
-		return audit.Unavailable(path, fmt.Errorf("%w (fix audit.log_destination, or set audit.enabled false)", err), onFailure)
+		return audit.Unavailable(path, fmt.Errorf("%w (the directory %s must be one you can write: fix its ownership or permissions, "+
+			"or choose another file with audit.log_destination)", err, filepath.Dir(path)), onFailure)
 	}
 	a.closers = append(a.closers, log)
 	return log
@@ -317,4 +323,26 @@ func (a *app) protectedPaths(cfg *config.Config, auditPath string) []string {
 		p = append(p, filepath.Join(h, ".env"), filepath.Join(h, "config.yaml"))
 	}
 	return p
+}
+
+// checkStateDir makes sure the state directory (sessions, the gate's store, owners) can be
+// created and written, so that a broken one is reported as such, once, before any command.
+func checkStateDir(dir string) error {
+	fail := func(err error) error {
+		return fmt.Errorf("the state directory %s cannot be used: %w; fix its ownership or permissions "+
+			"(or set XDG_STATE_HOME to a directory you can write)", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fail(err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fail(err)
+	}
+	return nil
 }

@@ -131,7 +131,7 @@ func (a *app) printImageResult(verb, backend string, info sandbox.ImageInfo) {
 // progress reports on stderr: progress bars on a terminal, plain lines otherwise.
 func (a *app) progress() sandbox.Progress {
 	p := sandbox.Progress{W: a.stderr}
-	if f, ok := a.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if f, ok := underlying(a.stderr).(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.Fd, p.Terminal = f.Fd(), true
 	}
 	return p
@@ -169,7 +169,7 @@ func (a *app) backendWith(ctx context.Context, ability string, has func(sandbox.
 		return nil, fmt.Errorf("no backend built into this binary has %s", ability)
 	}
 	if !sandbox.ValidName(name) {
-		return nil, usagef("unknown backend %q: valid backends are %s", name, strings.Join(sandbox.BuiltinNames, ", "))
+		return nil, unknownBackend("", name)
 	}
 	var able []string
 	for _, n := range a.registry.Names() {

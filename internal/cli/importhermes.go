@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,13 +45,36 @@ there were changes it did not write (0 when there is nothing to change).`,
 			}
 			fmt.Fprintf(a.stdout, "Read %s\n", strings.Join(imp.Read, ", "))
 			var kvs []config.KV
+			var notes []string
 			for _, c := range imp.Changes(current) {
+				if c.Note != "" {
+					notes = append(notes, fmt.Sprintf("%s → %s %s: %s", c.From, c.Key, c.New, c.Note))
+				}
 				if !c.Changed {
 					fmt.Fprintf(a.stdout, "  = %-28s %s (unchanged; %s)\n", c.Key, c.New, c.From)
 					continue
 				}
-				fmt.Fprintf(a.stdout, "  ~ %-28s %s → %s (%s)\n", c.Key, orNone(c.Old), c.New, c.From)
 				kvs = append(kvs, config.KV{Key: c.Key, Value: c.Value})
+			}
+			// Import what can be imported: a setting the rest of the configuration rejects
+			// (a cross-field rule) is set aside with the reason, the others are kept.
+			kvs, rejected := importable(path, kvs)
+			for _, c := range imp.Changes(current) {
+				if c.Changed && slices.ContainsFunc(kvs, func(kv config.KV) bool { return kv.Key == c.Key }) {
+					fmt.Fprintf(a.stdout, "  ~ %-28s %s → %s (%s)\n", c.Key, orNone(c.Old), c.New, c.From)
+				}
+			}
+			for _, n := range notes {
+				fmt.Fprintf(a.stdout, "Note: %s\n", n)
+			}
+			if len(imp.Failed) > 0 || len(rejected) > 0 {
+				fmt.Fprintln(a.stdout, "Not imported (an equivalent exists, but this value cannot be used):")
+				for _, f := range imp.Failed {
+					fmt.Fprintf(a.stdout, "  ! %s → %s: %s\n", f.From, f.Key, f.Reason)
+				}
+				for _, r := range rejected {
+					fmt.Fprintf(a.stdout, "  ! %s: %s\n", r.kv.Key, r.err)
+				}
 			}
 			if len(imp.Ignored) > 0 {
 				fmt.Fprintln(a.stdout, "Not imported (no equivalent in hermes-sandbox):")
@@ -83,6 +107,30 @@ there were changes it did not write (0 when there is nothing to change).`,
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "write without asking")
 	return cmd
+}
+
+// rejectedKV is an imported setting the configuration would not accept, and why.
+type rejectedKV struct {
+	kv  config.KV
+	err error
+}
+
+// importable keeps the settings that can be written together to the config at path: all of
+// them when they validate as a whole, else each in turn that validates with those kept so far.
+func importable(path string, kvs []config.KV) ([]config.KV, []rejectedKV) {
+	if config.CheckMany(path, kvs) == nil {
+		return kvs, nil
+	}
+	var kept []config.KV
+	var rejected []rejectedKV
+	for _, kv := range kvs {
+		if err := config.CheckMany(path, append(slices.Clone(kept), kv)); err != nil {
+			rejected = append(rejected, rejectedKV{kv, err})
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return kept, rejected
 }
 
 func orNone(s string) string {

@@ -177,13 +177,16 @@ func TestSetupRestoresConfigWhenTestFails(t *testing.T) {
 	e := newEnv(t)
 	e.mustRun("config", "set", "sandbox", "local")
 	before := e.mustRun("config", "list")
-	code, _, errOut := e.run("", "setup", "ssh", "--non-interactive", "--set", "ssh.host=127.0.0.1", "--set", "ssh.port=1",
+	code, out, errOut := e.run("", "setup", "ssh", "--non-interactive", "--set", "ssh.host=127.0.0.1", "--set", "ssh.port=1",
 		"--set", "ssh.connect_timeout=2s")
 	if code == 0 {
 		t.Fatalf("setup against a closed port succeeded: %s", errOut)
 	}
-	if !strings.Contains(errOut, "restored the previous settings") {
-		t.Errorf("setup did not say it restored the settings: %s", errOut)
+	if !strings.Contains(errOut, "nothing written") {
+		t.Errorf("setup did not say it wrote nothing: %s", errOut)
+	}
+	if strings.Contains(out, "Wrote") {
+		t.Errorf("a setup whose test failed said it wrote the settings:\n%s", out)
 	}
 	if after := e.mustRun("config", "list"); after != before {
 		t.Errorf("the configuration changed after a failed setup:\nbefore:\n%s\nafter:\n%s", before, after)

@@ -30,7 +30,7 @@ var setupQuestions = map[string][]setupQuestion{
 	"docker": {
 		{"docker.image", "Image (" + config.BuiltDockerImage + " is the one `make run` builds with no registry; or one from `hermes-sandbox image list`)"},
 		{"docker.memory_limit", "Memory limit"},
-		{"docker.network_enabled", "Allow network access (true/false)"},
+		{"docker.network", "Network (none, allowlist or open)"},
 	},
 	"ssh":         {{"ssh.host", "Host (or a Host alias from ~/.ssh/config)"}, {"ssh.user", "User"}, {"ssh.port", "Port"}, {"ssh.key", "Private key file"}},
 	"singularity": {{"singularity.image", "Image (.sif file or docker://ref)"}},
@@ -97,7 +97,7 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 				}
 			}
 			if !sandbox.ValidName(name) {
-				return usagef("setup: unknown backend %q: valid backends are %s", name, strings.Join(sandbox.BuiltinNames, ", "))
+				return unknownBackend("setup: ", name)
 			}
 			if name == "local" {
 				fmt.Fprintln(a.stdout, "warning: the local backend runs commands directly on this host as you, with no isolation. Use it only in a throwaway VM.")
@@ -172,12 +172,18 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 			if err := config.SetMany(path, kvs); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "Wrote %s (secrets, if any, to %s)\n", path, config.SecretsPathFor(path))
+			wrote := func() {
+				fmt.Fprintf(a.stdout, "Wrote %s (secrets, if any, to %s)\n", path, config.SecretsPathFor(path))
+			}
 			if noTest {
+				wrote()
 				return nil
 			}
+			// The settings are in place for the test; they are reported as written only once they
+			// are kept, so a failed test does not read "Wrote…" then "restored".
 			terr := a.setupTest(ctx, name)
 			if terr == nil {
+				wrote()
 				return nil
 			}
 			fmt.Fprintf(a.stderr, "setup: the test failed: %v\n", terr)
@@ -186,11 +192,11 @@ For scripts: --non-interactive with --set KEY=VALUE for each setting.`,
 				keep = strings.HasPrefix(strings.ToLower(a.ask(in, "Keep the new settings anyway? [y/N]", "n", false)), "y")
 			}
 			if keep {
-				fmt.Fprintf(a.stderr, "setup: kept the new settings in %s\n", path)
+				wrote()
 			} else if rerr := restore(); rerr != nil {
 				return errors.Join(terr, fmt.Errorf("setup: could not restore the previous settings: %w", rerr))
 			} else {
-				fmt.Fprintf(a.stderr, "setup: restored the previous settings in %s (nothing changed)\n", path)
+				fmt.Fprintf(a.stderr, "setup: nothing written to %s: the new settings were not kept because the test failed\n", path)
 			}
 			return terr
 		},

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -9,15 +10,27 @@ import (
 )
 
 func (a *app) versionCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				return json.NewEncoder(a.stdout).Encode(struct {
+					Version  string   `json:"version"`
+					Go       string   `json:"go"`
+					OS       string   `json:"os"`
+					Arch     string   `json:"arch"`
+					Backends []string `json:"backends"` // built into this binary
+				}{Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, a.registry.Names()})
+			}
 			fmt.Fprint(a.stdout, versionLine())
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {version, go, os, arch, backends} as JSON")
+	return cmd
 }
 
 // versionLine is what both `version` and `--version` print.
