@@ -89,6 +89,10 @@ func sessionVarRisky(name string, val field) bool {
 				}
 			case tempDir(path.Clean(e)):
 				return true
+			case name == "PATH" && !homeOrSystemDir(path.Clean(e)):
+				// a directory outside the system's and the user's own (a mount, a
+				// scratch tree): what it holds can shadow any program
+				return true
 			}
 		}
 		return false
@@ -105,6 +109,16 @@ func sessionVarRisky(name string, val field) bool {
 		return val.dyn
 	}
 	return true
+}
+
+// homeOrSystemDir reports whether p is a system program directory or inside a user's home.
+func homeOrSystemDir(p string) bool {
+	for _, d := range [...]string{"/usr", "/bin", "/sbin", "/opt", "/nix", "/snap", "/home", "/root", "/Users", "/Library", "/Applications"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // tempDir reports whether p is in a directory every user can write.
