@@ -120,6 +120,8 @@ type Capabilities struct {
 	// Network says whether commands can reach the network. False means the sandbox has no
 	// network interface but loopback.
 	Network bool `json:"network"`
+	// Branching: the backend implements Brancher (snapshot, restore, fork).
+	Branching bool `json:"branching,omitempty"`
 }
 
 // Backend opens sessions of one kind of sandbox.
@@ -263,6 +265,46 @@ type Terminal interface {
 // the old, so a failure leaves the session as it was (`exec --recreate`).
 type Recreator interface {
 	Recreate(ctx context.Context, session string) error
+}
+
+// SnapshotInfo describes a stored snapshot of a session: its files (the sandbox's filesystem
+// changes and its workspace) and its shell state (working directory and exported
+// environment). Running processes are not part of it.
+type SnapshotInfo struct {
+	// ID selects the snapshot in Restore and RemoveSnapshot: short, printable, unique per
+	// backend and scope.
+	ID      string `json:"id"`
+	Backend string `json:"backend"`
+	// Session is the session the snapshot was taken of.
+	Session string    `json:"session"`
+	Created time.Time `json:"created,omitzero"`
+	// Size is the bytes the snapshot holds on this machine or the service (0 = unknown).
+	Size int64 `json:"size,omitempty"`
+	// Native is the vendor's or engine's own id (an image id, a Vercel snapshot id) when it
+	// differs from ID.
+	Native string `json:"native,omitempty"`
+}
+
+// Brancher is implemented by backends that can snapshot a session, make new sessions from a
+// snapshot, and fork a session. A new session made by Restore or Fork is an ordinary session:
+// Open finds it, it has the snapshot's files and shell state, and nothing it does reaches the
+// source (or the source's later changes it). Background jobs of the source are not started in
+// it. Backends that cannot branch do not implement Brancher (the gate answers ErrUnsupported
+// with the reason).
+type Brancher interface {
+	// Snapshot stores the named session's files and shell state; the session keeps running.
+	Snapshot(ctx context.Context, session string) (SnapshotInfo, error)
+	// Restore makes the new session newSession from a snapshot. A session of that name that
+	// already exists is an error (not replaced).
+	Restore(ctx context.Context, snapshotID, newSession string) error
+	// Fork is Snapshot then Restore in one step, leaving the source running; the intermediate
+	// snapshot may be kept (it is listed) or not, as the backend documents.
+	Fork(ctx context.Context, session, newSession string) error
+	// Snapshots lists the stored snapshots, oldest first.
+	Snapshots(ctx context.Context) ([]SnapshotInfo, error)
+	// RemoveSnapshot deletes a snapshot; one that does not exist is an error wrapping
+	// ErrNotFound. Sessions restored from it keep working.
+	RemoveSnapshot(ctx context.Context, id string) error
 }
 
 // Warner is implemented by backends whose configuration can weaken their isolation (a
