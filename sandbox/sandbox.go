@@ -267,10 +267,10 @@ type Recreator interface {
 	Recreate(ctx context.Context, session string) error
 }
 
-// SnapshotInfo describes a stored snapshot of a session: its files (the sandbox's filesystem
+// SnapshotRef describes a stored snapshot of a session: its files (the sandbox's filesystem
 // changes and its workspace) and its shell state (working directory and exported
 // environment). Running processes are not part of it.
-type SnapshotInfo struct {
+type SnapshotRef struct {
 	// ID selects the snapshot in Restore and RemoveSnapshot: short, printable, unique per
 	// backend and scope.
 	ID      string `json:"id"`
@@ -293,7 +293,7 @@ type SnapshotInfo struct {
 // with the reason).
 type Brancher interface {
 	// Snapshot stores the named session's files and shell state; the session keeps running.
-	Snapshot(ctx context.Context, session string) (SnapshotInfo, error)
+	Snapshot(ctx context.Context, session string) (SnapshotRef, error)
 	// Restore makes the new session newSession from a snapshot. A session of that name that
 	// already exists is an error (not replaced).
 	Restore(ctx context.Context, snapshotID, newSession string) error
@@ -301,7 +301,7 @@ type Brancher interface {
 	// snapshot may be kept (it is listed) or not, as the backend documents.
 	Fork(ctx context.Context, session, newSession string) error
 	// Snapshots lists the stored snapshots, oldest first.
-	Snapshots(ctx context.Context) ([]SnapshotInfo, error)
+	Snapshots(ctx context.Context) ([]SnapshotRef, error)
 	// RemoveSnapshot deletes a snapshot; one that does not exist is an error wrapping
 	// ErrNotFound. Sessions restored from it keep working.
 	RemoveSnapshot(ctx context.Context, id string) error
