@@ -86,6 +86,7 @@ type analyzer struct {
 	files map[string]desc // data written to files earlier in the command
 	line  map[string]bool // the files in files that the command line itself wrote
 	blind bool            // an earlier command wrote files whose names are not known (tar x, git clone…)
+	made  map[string]bool // directories mkdir made earlier in the command
 
 	sess  *session // set by ClassifyIn: the session the command runs in
 	ran   []string // the programs the command runs, after wrappers

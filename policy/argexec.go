@@ -44,6 +44,10 @@ func (a *analyzer) toolExec(c *call) {
 				a.bulk--
 				break
 			}
+			if ro.bare {
+				a.add(ruleProgramOption)
+				continue
+			}
 			if !o.has {
 				continue
 			}
@@ -81,6 +85,12 @@ func (a *analyzer) toolExec(c *call) {
 // runOption classifies v, the value of an option that runs a program.
 func (a *analyzer) runOption(prog string, ro runOpt, v field) {
 	switch {
+	case ro.writes:
+		// The write is judged like a redirect (outside the tree, a system
+		// path...), and the option itself needs approval: the file it
+		// writes does not show as a redirect to anyone reading the line.
+		a.writeTarget(v, wCopy, desc{})
+		a.add(ruleOptionWrite)
 	case ro.lang == "gdb":
 		s := strings.TrimSpace(v.s)
 		switch {

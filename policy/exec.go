@@ -298,7 +298,7 @@ var handlerTable = []struct {
 	{"docker kubectl oc helm terraform pulumi aws gcloud az doctl eksctl heroku fly flyctl vercel linode-cli hcloud s3cmd mc", (*analyzer).cloud},
 	{"nsenter unshare chroot systemd-nspawn", (*analyzer).namespace},
 	{"hermes-sandbox", (*analyzer).self},
-	{"go rg fd fdfind sort man zip gdb npx npm pnpm ag fzf entr", (*analyzer).toolExec},
+	{"go rg fd fdfind sort man zip gdb npx npm pnpm ag fzf entr base64", (*analyzer).toolExec},
 }
 
 // handlers is handlerTable indexed by name (built in init: the table's

@@ -36,6 +36,7 @@ const (
 	tSupervisor                   // the parent's or a supervising agent's process id
 	tPidList                      // process ids from a listing of all processes
 	tInfinite                     // an endless stream (yes, /dev/zero, /dev/urandom)
+	tTempVar                      // the session's own temporary directory, named as $TMPDIR
 )
 
 // field is one resolved argument.

@@ -125,6 +125,11 @@ type runOpt struct {
 	shell bool // the value is shell text, not a program name (+ arguments)
 	rest  bool // the command is the words after the option (fd -x cmd args ;)
 	lang  string
+	// bare: the option takes no value and itself makes the program run
+	// others (rg -z runs a decompressor, found on PATH, for each file).
+	bare bool
+	// writes: the value is a file the program writes its output to.
+	writes bool
 }
 
 // grammars are the option grammars of programs whose options run other
@@ -239,6 +244,13 @@ var grammars = map[string]*optSpec{
 		},
 	},
 	"entr": {short: "s"},
+	// base64 of macOS and BSD (GNU base64 has no output option): -o names
+	// the file the output goes to.
+	"base64": {
+		short: "wbio",
+		long:  []string{"wrap", "break", "input", "output"},
+		flags: []string{"decode", "ignore-garbage", "help", "version"},
+	},
 	"sed": {
 		short: "efl", optShort: "i",
 		long: []string{"expression", "file", "line-length"},
@@ -253,17 +265,21 @@ var grammars = map[string]*optSpec{
 // runOpts are, per program, the options (canonical names) whose value runs
 // a program or shell text.
 var runOpts = map[string]map[string]runOpt{
-	"rg":   {"--pre": {}, "--hostname-bin": {}},
-	"sort": {"--compress-program": {}},
-	"ag":   {"--pager": {}},
-	"man":  {"-P": {}, "--pager": {}, "-H": {}, "--html": {}},
-	"fd":   {"-x": {rest: true}, "--exec": {rest: true}, "-X": {rest: true}, "--exec-batch": {rest: true}},
-	"fzf":  {"--preview": {shell: true}, "--bind": {shell: true}, "--with-shell": {}, "--info-command": {shell: true}},
-	"go":   {"--exec": {shell: true}, "--toolexec": {shell: true}},
-	"npx":  {"-c": {shell: true}, "--call": {shell: true}},
-	"npm":  {"-c": {shell: true}, "--call": {shell: true}},
-	"pnpm": {"-c": {shell: true}, "--call": {shell: true}},
-	"entr": {"-s": {shell: true}},
+	"rg": {
+		"--pre": {}, "--hostname-bin": {},
+		"-z": {bare: true}, "--search-zip": {bare: true},
+	},
+	"base64": {"-o": {writes: true}, "--output": {writes: true}},
+	"sort":   {"--compress-program": {}},
+	"ag":     {"--pager": {}},
+	"man":    {"-P": {}, "--pager": {}, "-H": {}, "--html": {}},
+	"fd":     {"-x": {rest: true}, "--exec": {rest: true}, "-X": {rest: true}, "--exec-batch": {rest: true}},
+	"fzf":    {"--preview": {shell: true}, "--bind": {shell: true}, "--with-shell": {}, "--info-command": {shell: true}},
+	"go":     {"--exec": {shell: true}, "--toolexec": {shell: true}},
+	"npx":    {"-c": {shell: true}, "--call": {shell: true}},
+	"npm":    {"-c": {shell: true}, "--call": {shell: true}},
+	"pnpm":   {"-c": {shell: true}, "--call": {shell: true}},
+	"entr":   {"-s": {shell: true}},
 	"gdb": {
 		"--ex": {lang: "gdb"}, "--eval-command": {lang: "gdb"}, "--iex": {lang: "gdb"},
 		"--init-eval-command": {lang: "gdb"},

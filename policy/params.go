@@ -217,7 +217,7 @@ func (a *analyzer) lookup(name string) (value, bool) {
 	case "PWD":
 		return value{f: field{s: a.pwd(), dyn: a.cwdDyn}}, true
 	case "TMPDIR":
-		return value{f: lit("/tmp")}, true
+		return value{f: field{s: "/tmp", t: tTempVar}}, true
 	case "XDG_CONFIG_HOME":
 		return value{f: lit(a.c.home + "/.config")}, true
 	case "XDG_STATE_HOME":

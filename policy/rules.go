@@ -117,6 +117,10 @@ const (
 	ruleSessionEnv
 	ruleRunUnseen
 	ruleRebind
+	ruleFindExec
+	ruleOptionWrite
+	ruleForcedTempDelete
+	ruleHostContainerExec
 	numRules
 )
 
@@ -226,6 +230,13 @@ var ruleTable = [numRules]Rule{
 		"changing a variable that decides what later commands run (PATH, BASH_ENV, ENV, LD_PRELOAD, PROMPT_COMMAND)", VerdictDangerous},
 	ruleRebind: {"command-rebound",
 		"making a command name run another program or code (hash -p, an exported BASH_FUNC_ function)", VerdictDangerous},
+	ruleFindExec: {"find-exec-changes",
+		"find runs a program that can change files on every match, or asks on the terminal for each (-ok)", VerdictDangerous},
+	ruleOptionWrite: {"option-writes-file", "an option writes the program's output to a file (base64 -o)", VerdictDangerous},
+	ruleForcedTempDelete: {"forced-delete-outside",
+		"forced delete of an absolute path outside the working tree (a shared temporary directory)", VerdictDangerous},
+	ruleHostContainerExec: {"host-container-exec",
+		"entering another container or namespace on the host from a local session (docker exec, kubectl exec, nsenter)", VerdictDangerous},
 	ruleRunUnseen: {"run-unseen-content",
 		"running a file that an earlier part of the same command line wrote with content the gate cannot see", VerdictDangerous},
 }

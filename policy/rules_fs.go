@@ -134,7 +134,34 @@ func (a *analyzer) rm(c *call) {
 	}
 	for _, f := range targets {
 		a.deleteTarget(f, o)
+		if o.force {
+			a.forcedTempDelete(f)
+		}
 	}
+}
+
+// forcedTempDelete flags rm -f of a named path in a shared temporary
+// directory (/tmp/example). The working tree's own files are routine to
+// delete, but /tmp is shared with every other program and user of the
+// machine: a forced delete there, by absolute path, removes what the
+// command line did not make, silently. A path the line itself made
+// (mkdir -p /tmp/x && rm -rf /tmp/x, or a file it wrote), a name computed
+// at run time (mktemp's, $$) and one under $TMPDIR (a directory of the
+// session's own when it is set) stay routine.
+func (a *analyzer) forcedTempDelete(f field) {
+	if f.dyn || f.t&tTempVar != 0 || !strings.HasPrefix(f.s, "/") {
+		return
+	}
+	t := a.target(f)
+	if !isTemp(t.p) || a.c.workDir != "" && within(t.p, a.c.workDir) {
+		return
+	}
+	for p := t.p; p != "/" && p != "."; p = path.Dir(p) {
+		if a.made[p] || a.line[p] {
+			return
+		}
+	}
+	a.add(ruleForcedTempDelete)
 }
 
 func (a *analyzer) shred(c *call) {
@@ -247,6 +274,40 @@ func (a *analyzer) findHuntsSecrets(roots, args []field) bool {
 	return execs && secret
 }
 
+// findReaders are programs that only read the files find hands them; any
+// other program run by -exec or -execdir (rm, an interpreter, a shell, a
+// script) may change every file the expression matches, so it needs
+// approval, as -ok and -okdir do (they prompt on a terminal the agent
+// answers).
+var findReaders = map[string]bool{
+	"cat": true, "head": true, "tail": true, "grep": true, "egrep": true, "fgrep": true, "rg": true, "wc": true,
+	"ls": true, "stat": true, "file": true, "md5sum": true, "sha1sum": true, "sha256sum": true, "sha512sum": true,
+	"b2sum": true, "cksum": true, "du": true, "echo": true, "printf": true, "basename": true, "dirname": true,
+	"realpath": true, "readlink": true, "diff": true, "cmp": true, "strings": true, "od": true, "hexdump": true,
+	"xxd": true, "nl": true, "test": true, "[": true, "true": true, "false": true, "jq": true, "lsattr": true,
+	"getfacl": true, "tac": true, "ag": true, "ack": true, "zgrep": true,
+}
+
+// findReads reports whether the command find -exec runs only reads the
+// files it is given.
+func (a *analyzer) findReads(cmd []field) bool {
+	if cmd[0].dyn {
+		return false
+	}
+	switch name := normName(cmd[0].s); name {
+	case "gofmt", "goimports":
+		// Without -w they print; -l and -d list and diff.
+		for _, f := range cmd[1:] {
+			if f.dyn || f.s == "-w" {
+				return false
+			}
+		}
+		return true
+	default:
+		return findReaders[name]
+	}
+}
+
 func (a *analyzer) find(c *call) {
 	roots, filtered, _ := findParse(c.args)
 	if a.findHuntsSecrets(roots, c.args) {
@@ -291,6 +352,9 @@ func (a *analyzer) find(c *call) {
 			i = j
 			if len(cmd) == 0 {
 				continue
+			}
+			if s == "-ok" || s == "-okdir" || !a.findReads(cmd) {
+				a.add(ruleFindExec)
 			}
 			for _, r := range roots {
 				r = subst(r)

@@ -200,6 +200,16 @@ func (a *analyzer) touchLike(c *call) {
 		for _, f := range nonOptions(c.args, "sr") {
 			a.writeTarget(f, wEdit, desc{})
 		}
+	case "mkdir":
+		for _, f := range nonOptions(c.args, "m") {
+			if !f.dyn {
+				if a.made == nil {
+					a.made = map[string]bool{}
+				}
+				a.made[a.target(f).p] = true
+			}
+		}
+		a.generic(c)
 	default:
 		a.generic(c)
 	}

@@ -1,0 +1,72 @@
+package policy
+
+import "testing"
+
+// Classes other agents' suites refuse (Codex's safe and dangerous command
+// tests, Hermes Agent's approval tests), each with its benign twin.
+
+func TestFamilyFindExec(t *testing.T) {
+	runFamily(t, []familyCase{
+		{`find . -name file.txt -exec rm {} \;`, VerdictDangerous, "find-exec-changes"},
+		{`find . -name '*.py' -execdir python3 {} \;`, VerdictDangerous, "find-exec-changes"},
+		{`find . -name file.txt -ok rm {} \;`, VerdictDangerous, "find-exec-changes"},
+		{`find . -name '*.py' -okdir python3 {} \;`, VerdictDangerous, "find-exec-changes"},
+		{`find . -name '*.txt' -ok cat {} \;`, VerdictDangerous, "find-exec-changes"},
+		{`find src -type f -exec sed -i 's/a/b/' {} +`, VerdictDangerous, "find-exec-changes"},
+		{`find . -name '*.sh' -exec sh -c 'chmod +x "$1"' _ {} \;`, VerdictDangerous, "find-exec-changes"},
+		{`find . -exec "$CMD" {} +`, VerdictDangerous, "find-exec-changes"},
+		{`find . -name '*.go' -exec gofmt -w {} +`, VerdictDangerous, "find-exec-changes"},
+		// readers
+		{`find . -name '*.go' -exec grep -l TODO {} +`, VerdictSafe, ""},
+		{`find . -type f -exec sha256sum {} +`, VerdictSafe, ""},
+		{`find . -name '*.md' -exec wc -l {} \;`, VerdictSafe, ""},
+		{`find . -name '*.go' -exec gofmt -l {} +`, VerdictSafe, ""},
+		{`find . -name file.txt`, VerdictSafe, ""},
+	})
+}
+
+func TestFamilyOptionWrites(t *testing.T) {
+	runFamily(t, []familyCase{
+		{"base64 -o out.bin", VerdictDangerous, "option-writes-file"},
+		{"base64 --output out.bin", VerdictDangerous, "option-writes-file"},
+		{"base64 --output=out.bin", VerdictDangerous, "option-writes-file"},
+		{"base64 -ob64.txt", VerdictDangerous, "option-writes-file"},
+		{"base64 -D -i in.b64 -o payload", VerdictDangerous, "option-writes-file"},
+		{"base64 -o /etc/cron.d/x in.txt", VerdictDangerous, "cron-modify"},
+		{"rg -z needle files", VerdictDangerous, "option-runs-program"},
+		{"rg --search-zip needle", VerdictDangerous, "option-runs-program"},
+		{"rg -nz needle", VerdictDangerous, "option-runs-program"},
+		// twins: the same words read as values and operands
+		{"base64", VerdictSafe, ""},
+		{"base64 -w 0 file.bin", VerdictSafe, ""},
+		{"base64 -- -o", VerdictSafe, ""},
+		{"rg -- -z files", VerdictSafe, ""},
+		{"rg -e -z files", VerdictSafe, ""},
+		{"rg Cargo.toml -n", VerdictSafe, ""},
+	})
+}
+
+func TestFamilyForcedTempDelete(t *testing.T) {
+	runFamily(t, []familyCase{
+		{"rm -rf /tmp/example", VerdictDangerous, "forced-delete-outside"},
+		{"/bin/rm -fr /tmp/example", VerdictDangerous, "forced-delete-outside"},
+		{"rm -r -f /tmp/example", VerdictDangerous, "forced-delete-outside"},
+		{"rm --force /tmp/example", VerdictDangerous, "forced-delete-outside"},
+		{"rm /tmp/example -f", VerdictDangerous, "forced-delete-outside"},
+		{"printf x | rm -rf /tmp/example", VerdictDangerous, "forced-delete-outside"},
+		{"if test -d /tmp/example; then rm --force /tmp/example; fi", VerdictDangerous, "forced-delete-outside"},
+		{`for target in /tmp/a /tmp/b; do rm -r -f "$target"; done`, VerdictDangerous, "forced-delete-outside"},
+		{`echo "$(rm -rf /tmp/example)"`, VerdictDangerous, "forced-delete-outside"},
+		{"rm -f /var/tmp/cache.db", VerdictDangerous, "forced-delete-outside"},
+		// twins
+		{"rm -r /tmp/example", VerdictSafe, ""},
+		{"rm -- -f", VerdictSafe, ""},
+		{"rm -rf build", VerdictSafe, ""},
+		{"rm -f foo.o", VerdictSafe, ""},
+		{"mkdir -p /tmp/x && rm -rf /tmp/x", VerdictSafe, ""},
+		{"echo hi > /tmp/scratch.txt; rm -f /tmp/scratch.txt", VerdictSafe, ""},
+		{`rm -rf "$TMPDIR/cache"`, VerdictSafe, ""},
+		{`tmp=$(mktemp -d); rm -rf "$tmp"`, VerdictSafe, ""},
+		{`bash -lc "echo 'rm -rf /tmp/example'"`, VerdictSafe, ""},
+	})
+}
