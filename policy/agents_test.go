@@ -58,6 +58,11 @@ func TestFamilyForcedTempDelete(t *testing.T) {
 		{`for target in /tmp/a /tmp/b; do rm -r -f "$target"; done`, VerdictDangerous, "forced-delete-outside"},
 		{`echo "$(rm -rf /tmp/example)"`, VerdictDangerous, "forced-delete-outside"},
 		{"rm -f /var/tmp/cache.db", VerdictDangerous, "forced-delete-outside"},
+		// a quoted root, system or home pattern is judged as the glob it spells
+		{`rm -rf "/*"`, VerdictHardline, "recursive-delete-root"},
+		{`rm -rf '/usr/*'`, VerdictHardline, "recursive-delete-system"},
+		{`rm -rf "~/*"`, VerdictHardline, "recursive-delete-home"},
+		{`rm -rf "build/*"`, VerdictSafe, ""},
 		// twins
 		{"rm -r /tmp/example", VerdictSafe, ""},
 		{"rm -- -f", VerdictSafe, ""},
@@ -69,4 +74,36 @@ func TestFamilyForcedTempDelete(t *testing.T) {
 		{`tmp=$(mktemp -d); rm -rf "$tmp"`, VerdictSafe, ""},
 		{`bash -lc "echo 'rm -rf /tmp/example'"`, VerdictSafe, ""},
 	})
+}
+
+func TestHostContainerExec(t *testing.T) {
+	c := New(Options{})
+	for _, tt := range []struct {
+		cmd  string
+		host bool
+		want Verdict
+	}{
+		{"docker exec web ls /app", true, VerdictDangerous},
+		{"docker container exec -it web sh", true, VerdictDangerous},
+		{"docker compose exec db psql", true, VerdictDangerous},
+		{"podman exec web cat /etc/hostname", true, VerdictDangerous},
+		{"kubectl exec api-0 -- ls", true, VerdictDangerous},
+		{"kubectl attach api-0", true, VerdictDangerous},
+		{"nsenter -t 1 -m ls", true, VerdictDangerous},
+		// inside a container of its own, the same words reach only what it can
+		{"docker exec web ls /app", false, VerdictSafe},
+		{"kubectl exec api-0 -- ls", false, VerdictSafe},
+		// on the host, what is not an exec stays as it was
+		{"docker ps", true, VerdictSafe},
+		{"kubectl get pods", true, VerdictSafe},
+	} {
+		a := c.ClassifyIn(Context{Dir: "/work", Host: tt.host}, tt.cmd)
+		if a.Verdict != tt.want {
+			t.Errorf("ClassifyIn(%q, host=%v) = %s %v; want %s", tt.cmd, tt.host, a.Verdict, a.Findings, tt.want)
+			continue
+		}
+		if tt.want == VerdictDangerous && !hasRule(a, "host-container-exec") {
+			t.Errorf("ClassifyIn(%q, host=%v) findings %v; want host-container-exec", tt.cmd, tt.host, a.Findings)
+		}
+	}
 }

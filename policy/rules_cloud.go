@@ -11,6 +11,7 @@ func (a *analyzer) namespace(c *call) {
 	switch c.name {
 	case "nsenter":
 		a.add(ruleContainerEscape)
+		a.hostEnter()
 		a.exec(peelOptions(c.args, "tSGnmuipUCrw", "target setuid setgid "), c.in)
 	case "unshare":
 		a.exec(peelOptions(c.args, "", "propagation setgroups map-user map-group "), c.in)
@@ -21,6 +22,15 @@ func (a *analyzer) namespace(c *call) {
 			rest = rest[1:]
 		}
 		a.exec(rest, c.in)
+	}
+}
+
+// hostEnter flags entering a container or namespace when the session runs on the host
+// itself (Context.Host): the sandbox's own confinement does not follow the command into
+// another container, which may hold other credentials, mounts and networks.
+func (a *analyzer) hostEnter() {
+	if a.sess != nil && a.sess.ctx.Host {
+		a.add(ruleHostContainerExec)
 	}
 }
 
@@ -44,7 +54,8 @@ func (a *analyzer) cloud(c *call) {
 		switch verb {
 		case "delete", "drain":
 			a.add(ruleCloud)
-		case "exec":
+		case "exec", "attach":
+			a.hostEnter()
 			for j, f := range rest {
 				if f.s == "--" {
 					a.exec(rest[j+1:], desc{})
@@ -144,6 +155,7 @@ func (a *analyzer) docker(verb string, rest []field, c *call) {
 	case "run", "create":
 		a.dockerRun(rest)
 	case "exec":
+		a.hostEnter()
 		if has("--privileged") {
 			a.add(ruleContainerEscape)
 		}

@@ -46,9 +46,18 @@ func (a *analyzer) deleteTarget(f field, o delOpts) {
 	}
 	t := a.target(f)
 	p := t.p
+	if o.recursive && (f.s == "~" || strings.HasPrefix(f.s, "~/")) {
+		// A quoted "~" is a directory named ~ here, but a second shell
+		// (sh -c, ssh, eval) reads it as home, and that is what it means.
+		t = a.target(field{s: a.c.home + f.s[1:], glob: true})
+		p = t.p
+	}
 	if o.recursive {
 		root, sys, home := false, false, false
-		if t.glob {
+		// A quoted pattern ("/*") names no file the shell expands, but it
+		// shows the same intent, and an rm that gets it through a second
+		// shell (sh -c, eval, ssh, xargs) expands it: judge it as a glob.
+		if t.glob || strings.ContainsAny(p, "*?[") {
 			root, sys, home = a.globHits(p)
 		}
 		switch {

@@ -43,6 +43,12 @@ type Context struct {
 	// ErrTooLarge past MaxScriptRead bytes. Nil means files cannot be read, so a command that
 	// runs one needs approval.
 	ReadFile func(path string) ([]byte, error)
+	// Host says the command runs directly on the host machine, beside its other containers
+	// and processes, rather than inside a container or machine of its own (the local
+	// backend). Entering a container or a namespace from there (docker, podman or kubectl
+	// exec, nsenter) reaches past the sandbox, so it needs approval; inside a container the
+	// same words reach only what the container itself can.
+	Host bool
 }
 
 // Session-level findings. Their descriptions are stable allowlist keys; the specifics (which
