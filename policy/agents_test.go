@@ -107,3 +107,51 @@ func TestHostContainerExec(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsInterpreter: tools.code_execution (the gate checks Analysis.Runs with IsInterpreter)
+// must see the interpreter behind a #! line, a renamed copy and a link.
+func TestRunsInterpreter(t *testing.T) {
+	c := New(Options{WorkDir: "/work", Home: "/home/u"})
+	files := map[string]string{
+		"/work/s.py":       "#!/usr/bin/env python3\nprint(1)\n",
+		"/work/s2":         "#!/usr/bin/python3\nprint(1)\n",
+		"/work/s4":         "#!/usr/bin/env -S node --no-warnings\nconsole.log(1)\n",
+		"/work/plain.sh":   "#!/bin/sh\necho hi\n",
+		"/usr/bin/python3": "\x7fELF\x02\x01\x01\x00",
+	}
+	for _, tt := range []struct {
+		cmd    string
+		interp bool
+	}{
+		{"./s.py", true},
+		{"./s2", true},
+		{"./s4", true},
+		{"printf '#!/usr/bin/env python3\\nprint(1)\\n' > t.py; chmod +x t.py; ./t.py", true},
+		{"cp /usr/bin/python3 ./p && ./p -c 'print(1)'", true},
+		{"ln -s /usr/bin/python3 p && ./p -c 'print(1)'", true},
+		{`ln -sf "$(command -v python3)" p; ./p -c 1`, true},
+		{"install -m755 /usr/bin/python3 ./q; ./q x.py", true},
+		{"./plain.sh", false},
+		{"cp /usr/bin/python3 ./p", false},
+		{"ls", false},
+	} {
+		a := c.ClassifyIn(Context{Dir: "/work", ReadFile: sessionReader(files)}, tt.cmd)
+		got := false
+		for _, r := range a.Runs {
+			got = got || IsInterpreter(r)
+		}
+		if got != tt.interp {
+			t.Errorf("ClassifyIn(%q).Runs = %v; want an interpreter: %v", tt.cmd, a.Runs, tt.interp)
+		}
+	}
+	// The renamed copy is judged as the program it is.
+	for _, cmd := range []string{
+		"cp /bin/rm ./x && ./x -rf /",
+		"ln -s /bin/rm ./x; ./x -rf ~",
+		`cp /usr/bin/python3 ./p && ./p -c 'import shutil; shutil.rmtree("/")'`,
+	} {
+		if a := Classify(cmd); a.Verdict != VerdictHardline {
+			t.Errorf("Classify(%q) = %s %v; want hardline", cmd, a.Verdict, a.Findings)
+		}
+	}
+}

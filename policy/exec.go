@@ -61,6 +61,11 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		}
 		name = g
 	}
+	if strings.ContainsRune(raw, '/') && !f0.dyn {
+		if orig := a.copiedProgram(a.target(f0)); orig != "" {
+			name = orig
+		}
+	}
 	a.lastCmd, a.lastArgc = name, len(argv)-1
 	a.noteRun(name)
 	if strings.ContainsRune(raw, '/') && !f0.dyn {
@@ -70,6 +75,7 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		}
 		if known {
 			if lang := shebangLang([]byte(d.text)); lang != "" && lang != "sh" {
+				a.noteRun(lang) // tools.code_execution applies to the interpreter the #! line names
 				a.analyzeCode(lang, d.text)
 			} else {
 				a.shellStdin(d)
@@ -98,6 +104,29 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		}
 	}
 	return a.produce(argv, in)
+}
+
+// copiedProgram returns the name of the program that t, a file the command line copied or
+// linked from a program's path earlier (cp /usr/bin/python3 ./p, ln -s /bin/rm x), runs
+// when it is executed, if the policy knows that program; "" otherwise. A renamed copy of an
+// interpreter or of rm is judged as what it is, not by its new name.
+func (a *analyzer) copiedProgram(t target) string {
+	p := t.p
+	for hops := 0; hops < maxFlowHops; hops++ {
+		d, ok := a.files[p]
+		if !ok || !a.line[p] || d.src == "" || d.known {
+			break
+		}
+		p = d.src
+	}
+	if p == t.p {
+		return ""
+	}
+	n := normName(p)
+	if dispatch(n) != nil || IsInterpreter(n) || isShell(n) || n == "awk" {
+		return n
+	}
+	return ""
 }
 
 func (a *analyzer) dynamicCommand(f0 field, in desc) desc {

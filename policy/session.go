@@ -256,6 +256,7 @@ func (a *analyzer) sessionWalk(command string, files map[string]desc, execs map[
 	}()
 	a.walk(command, func() {
 		for p, lang := range execs {
+			a.noteRun(lang) // tools.code_execution applies to the interpreter the #! line names
 			a.analyzeCode(lang, files["\x01"+p].text)
 		}
 		a.shadowed(files, unreadable, reads)
