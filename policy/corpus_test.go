@@ -112,6 +112,7 @@ func TestSets(t *testing.T) {
 		{"testdata/corpus.tsv", 400},
 		{"testdata/challenge.tsv", 200},
 		{"testdata/independent.tsv", 600},
+		{"testdata/agents.tsv", 300},
 	} {
 		t.Run(strings.TrimSuffix(strings.TrimPrefix(s.path, "testdata/"), ".tsv"), func(t *testing.T) {
 			checkSet(t, s.path, s.min)
