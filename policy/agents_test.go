@@ -155,3 +155,23 @@ func TestRunsInterpreter(t *testing.T) {
 		}
 	}
 }
+
+func TestFamilyAgentsSuites(t *testing.T) {
+	runFamily(t, []familyCase{
+		// an unresolved command name: its arguments are judged as a wrapper's or rm's
+		{"${RM} -rf /", VerdictHardline, "recursive-delete-root"},
+		{"$SUDO_CMD rm -rf /", VerdictHardline, "recursive-delete-root"},
+		{"$X -rf ~", VerdictHardline, "recursive-delete-home"},
+		{"$EDITOR notes.txt", VerdictDangerous, "dynamic-command"},
+		// PowerShell's default parameter is -Command
+		{`powershell Remove-Item -Recurse -Force 'C:\tmp\victim'`, VerdictDangerous, "recursive-delete-outside"},
+		{`powershell ri -Recurse -Force 'C:\tmp\x'`, VerdictDangerous, "recursive-delete-outside"},
+		{"powershell Get-ChildItem", VerdictSafe, ""},
+		{"pwsh ./build.ps1", VerdictSafe, ""},
+		// fd -x reads like find -exec; go test -exec names a program
+		{"fd -e txt -x rm {}", VerdictDangerous, "find-exec-changes"},
+		{"fd -e go -X wc -l", VerdictSafe, ""},
+		{"go test -exec 'sh -c id' ./...", VerdictDangerous, "option-runs-program"},
+		{"go test -run TestX ./...", VerdictSafe, ""},
+	})
+}

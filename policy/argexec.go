@@ -38,7 +38,10 @@ func (a *analyzer) toolExec(c *call) {
 				continue
 			}
 			if ro.rest {
-				// fd -x cmd args... runs cmd on each result ("{}").
+				// fd -x cmd args... runs cmd on each result ("{}"), as find -exec does.
+				if cmd := args[o.at+1:]; len(cmd) == 0 || !a.findReads(cmd) {
+					a.add(ruleFindExec)
+				}
 				a.bulk++
 				a.exec(replaceAll(args[o.at+1:], "{}", "./{}"), desc{})
 				a.bulk--

@@ -25,7 +25,7 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 	}
 	f0 := argv[0]
 	if f0.dyn {
-		return a.dynamicCommand(f0, in)
+		return a.dynamicCommand(f0, argv[1:], in)
 	}
 	raw := f0.s
 	a.recordCall(raw)
@@ -129,17 +129,48 @@ func (a *analyzer) copiedProgram(t target) string {
 	return ""
 }
 
-func (a *analyzer) dynamicCommand(f0 field, in desc) desc {
+func (a *analyzer) dynamicCommand(f0 field, args []field, in desc) desc {
 	switch {
 	case f0.t&tRemote != 0:
 		a.add(rulePipeShell)
 	case f0.t&tDecoded != 0:
 		a.add(ruleObfuscated)
 	}
-	if !(f0.posRef && a.inFuncDef()) {
-		a.add(ruleDynamicCommand)
+	if f0.posRef && a.inFuncDef() {
+		return desc{t: in.t}
+	}
+	a.add(ruleDynamicCommand)
+	// The name is unknown, so judge the arguments as what they would do for the
+	// programs they fit: "$SUDO rm -rf /" is a wrapper's command line and
+	// "${RM} -rf /" is rm's. Either is as severe as the plain form.
+	if len(args) > 0 && !args[0].dyn && !strings.HasPrefix(args[0].s, "-") {
+		a.exec(args, in)
+	}
+	if rmLike(args) {
+		a.rm(&call{name: "rm", args: args, in: in})
 	}
 	return desc{t: in.t}
+}
+
+// rmLike reports whether args read as rm's: a cluster of short options with
+// both r (or R) and f, or --recursive with --force, before an operand.
+func rmLike(args []field) bool {
+	rec, force := false, false
+	for _, f := range args {
+		s := f.s
+		switch {
+		case f.dyn || s == "--":
+			continue
+		case s == "--recursive":
+			rec = true
+		case s == "--force":
+			force = true
+		case len(s) > 1 && s[0] == '-' && s[1] != '-':
+			rec = rec || strings.ContainsAny(s[1:], "rR")
+			force = force || strings.ContainsRune(s[1:], 'f')
+		}
+	}
+	return rec && force
 }
 
 // textFields splits a shell snippet (an alias body) into fields.

@@ -275,7 +275,7 @@ var runOpts = map[string]map[string]runOpt{
 	"man":    {"-P": {}, "--pager": {}, "-H": {}, "--html": {}},
 	"fd":     {"-x": {rest: true}, "--exec": {rest: true}, "-X": {rest: true}, "--exec-batch": {rest: true}},
 	"fzf":    {"--preview": {shell: true}, "--bind": {shell: true}, "--with-shell": {}, "--info-command": {shell: true}},
-	"go":     {"--exec": {shell: true}, "--toolexec": {shell: true}},
+	"go":     {"--exec": {}, "--toolexec": {}}, // a program and its arguments, run on the built binary
 	"npx":    {"-c": {shell: true}, "--call": {shell: true}},
 	"npm":    {"-c": {shell: true}, "--call": {shell: true}},
 	"pnpm":   {"-c": {shell: true}, "--call": {shell: true}},

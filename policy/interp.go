@@ -144,6 +144,12 @@ func parseInterpArgs(name string, args []field) interpArgs {
 		r.files = rest
 		return r
 	}
+	if (name == "pwsh" || name == "powershell") && len(rest) > 0 && !strings.HasSuffix(strings.ToLower(rest[0].s), ".ps1") {
+		// PowerShell runs words that are not a script file as a command
+		// (powershell Remove-Item -Recurse x): the default parameter is -Command.
+		r.code = append(r.code, joinFields(rest))
+		return r
+	}
 	if name == "deno" && len(rest) > 1 && rest[0].s == "eval" {
 		r.code = append(r.code, rest[1])
 		return r

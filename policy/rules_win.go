@@ -52,6 +52,13 @@ func winPath(s string) int {
 	return 1
 }
 
+// winDriveAbs reports whether s is an absolute Windows path with a drive
+// letter (C:\x, c:/x).
+func winDriveAbs(s string) bool {
+	return len(s) >= 3 && s[1] == ':' && (s[2] == '\\' || s[2] == '/') &&
+		(s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z')
+}
+
 // windowsDelete judges Remove-Item, rd, rmdir, del and erase.
 func (a *analyzer) windowsDelete(c *call) {
 	recursive, winStyle := false, false
@@ -83,6 +90,12 @@ func (a *analyzer) windowsDelete(c *call) {
 			k = 2
 		}
 		if k == 0 {
+			// A drive-absolute path (C:\tmp\x) is outside any working tree
+			// this sandbox has: a recursive delete there needs approval, as
+			// rm -r of an absolute path outside the tree does.
+			if recursive && !f.dyn && winDriveAbs(f.s) {
+				a.add(ruleDeleteOutside)
+			}
 			continue
 		}
 		if (c.name == "rm" || c.name == "rmdir") && !winStyle && !strings.Contains(strings.ToLower(f.s), ":") {
