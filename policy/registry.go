@@ -231,6 +231,9 @@ var cliRules = []cliRule{
 	{cmd: "npm pnpm yarn", sub: "config set", opt: "~registry", rule: ruleRegistryRedirect},
 	{cmd: "pip pip3", sub: "config set", opt: "~index-url|~trusted-host", rule: ruleRegistryRedirect},
 	{cmd: "pip pip3", sub: "install", opt: "--trusted-host*", rule: ruleRegistryRedirect},
+	// An extra index lets any package name resolve there first (dependency confusion); a plain
+	// http index can be answered by anyone on the path.
+	{cmd: "pip pip3", sub: "install|download", opt: "--extra-index-url*|--index-url=http:*|-i=http:*", rule: ruleRegistryRedirect},
 	{cmd: "go", sub: "env", opt: "-w&~goproxy=|~gonosumdb|~gonosumcheck|~goflags=|~goinsecure|~gosumdb=off", rule: ruleRegistryRedirect},
 
 	// Offensive tools.
@@ -330,6 +333,10 @@ var cliRules = []cliRule{
 	{cmd: "csrutil", sub: "disable|clear", rule: ruleSecurity},
 	{cmd: "nvram", opt: "-c|~boot-args", rule: ruleSecurity},
 	{cmd: "pmset", opt: "~disablesleep", rule: ruleSecurity},
+	// Gatekeeper's quarantine, the firewall and the login window are security switches too.
+	{cmd: "defaults", sub: "write", opt: "~lsquarantine&false|0|no", rule: ruleSecurity},
+	{cmd: "defaults", sub: "write", opt: "~com.apple.alf&globalstate&0", rule: ruleSecurity},
+	{cmd: "defaults", sub: "delete", opt: "~lsquarantine|~com.apple.alf", rule: ruleSecurity},
 }
 
 // extraRules runs the rule families that look at every command whatever its

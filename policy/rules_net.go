@@ -422,5 +422,6 @@ func metadataCreds(u string) bool {
 	}
 	r := strings.ToLower(rest)
 	return strings.Contains(r, "credential") || strings.Contains(r, "token") || strings.Contains(r, "service-accounts") ||
+		strings.Contains(r, "user-data") || strings.Contains(r, "meta-data") || strings.Contains(r, "computemetadata") ||
 		strings.Contains(r, "identity") || strings.Contains(r, "secret") || host == "169.254.170.2"
 }

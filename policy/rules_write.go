@@ -291,9 +291,15 @@ func (a *analyzer) dd(c *call) {
 			if !g.dyn && a.isCredential(a.target(g)) {
 				a.add(ruleReadCreds)
 			}
+
 		case "count":
 			count = true
 		}
+	}
+	if !in.dyn && strings.HasPrefix(in.s, "/dev/") && deviceKind(in.s) == devBlock && out.s != "" && !strings.HasPrefix(out.s, "/dev/") {
+		// A raw copy of a disk into a file holds every file on the disk: keys, the shadow
+		// file, other users' data, whatever the permissions on those files say.
+		a.add(ruleReadCreds)
 	}
 	// A device computed at run time, an endless source with no count (fills
 	// the disk), or zeros over a document outside the working tree.
