@@ -94,6 +94,7 @@ type analyzer struct {
 
 	newRemotes map[string]bool // git remotes added or re-pointed earlier in the command
 	piping     int             // inside a pipeline stage whose output feeds the next
+	pipedIn    int             // inside a pipeline stage whose input is the previous stage's output
 
 	// Reverse-shell bookkeeping: what the current pipeline stage runs.
 	stageNet, stageShell bool
@@ -465,9 +466,15 @@ func (a *analyzer) pipeline(x *syntax.BinaryCmd, in desc) desc {
 		if k < len(stages)-1 {
 			a.piping++
 		}
+		if k > 0 {
+			a.pipedIn++
+		}
 		cur = a.walkStmt(st, cur)
 		if k < len(stages)-1 {
 			a.piping--
+		}
+		if k > 0 {
+			a.pipedIn--
 		}
 		net = net || a.stageNet
 		shell = shell || a.stageShell

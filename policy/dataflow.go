@@ -69,8 +69,21 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 	var argT taint
 	for _, f := range args {
 		argT |= f.t
+		if f.proc != nil {
+			argT |= f.proc.t // <(curl …): what the process substitution prints is read like a file
+		}
 	}
 	switch name {
+	case "xargs":
+		// xargs prints what the command it runs prints.
+		rest := peelOptions(args, "aIdnPELs", "arg-file delimiter max-args max-procs max-lines max-chars eof replace ")
+		if len(rest) == 0 {
+			return desc{t: in.t}
+		}
+		out := a.produce(rest, desc{t: in.t})
+		out.t |= in.t
+		out.known = false
+		return out
 	case "echo":
 		return echoOut(args)
 	case "printf":
@@ -130,7 +143,8 @@ func (a *analyzer) produce1(name string, args []field, in desc) desc {
 			out.known = false
 		}
 		return a.decompressIf(name, out)
-	case "tee", "iconv", "dos2unix", "unix2dos", "cut", "sort", "uniq", "grep", "egrep", "fgrep", "fold", "column", "jq", "awk", "sponge", "pv", "buffer":
+	case "tee", "iconv", "dos2unix", "unix2dos", "cut", "sort", "uniq", "grep", "egrep", "fgrep", "fold", "column", "jq", "awk", "sponge", "pv", "buffer",
+		"diff", "sdiff", "comm", "paste", "join":
 		d := desc{t: in.t | argT}
 		if (name == "tee" || name == "iconv" || name == "dos2unix" || name == "pv" || name == "sponge") && in.known {
 			d.text, d.known = in.text, true

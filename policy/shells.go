@@ -54,7 +54,20 @@ func (a *analyzer) shell(c *call) {
 	}
 	// The shell reads its commands from stdin: a pipe into it is code.
 	a.stageShell = true
-	a.shellStdin(c.in)
+	in := c.in
+	if a.pipedIn > 0 && !in.known && in.t&(tRemote|tDecoded|tInfinite) == 0 {
+		// The commands are another program's output (git log | sh, a listing, a file's
+		// lines). A file's content is read when the session can read it; anything else the
+		// gate cannot see is code it cannot check.
+		known := false
+		if in.src != "" {
+			in, known = a.runContent(target{p: in.src}, "sh")
+		}
+		if !known {
+			a.add(ruleStdinScript)
+		}
+	}
+	a.shellStdin(in)
 }
 
 // shellCode classifies a string run as shell code (bash -c, eval, su -c).
