@@ -173,6 +173,12 @@ func TestFamilyAgentsSuites(t *testing.T) {
 		{"fd -e go -X wc -l", VerdictSafe, ""},
 		{"go test -exec 'sh -c id' ./...", VerdictDangerous, "option-runs-program"},
 		{"go test -run TestX ./...", VerdictSafe, ""},
+		// case-insensitive file systems (macOS, Windows) run SUDO and Rm as sudo and rm
+		{"SUDO apt install x", VerdictDangerous, "privilege-escalation"},
+		{"RM -rf /", VerdictHardline, "recursive-delete-root"},
+		{"Rm -rf ~", VerdictHardline, "recursive-delete-home"},
+		{"LS -la", VerdictSafe, ""},
+		{"Rscript -e 'print(1)'", VerdictSafe, ""},
 		// package indexes, instance metadata, raw disk copies, macOS security switches
 		{"pip install --extra-index-url https://pkgs.example/simple app", VerdictDangerous, "registry-redirect"},
 		{"pip install -i http://pkgs.example/simple app", VerdictDangerous, "registry-redirect"},

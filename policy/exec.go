@@ -50,6 +50,10 @@ func (a *analyzer) exec(argv []field, in desc) desc {
 		a.add(ruleObfuscated)
 	}
 	name := normName(raw)
+	if lower := strings.ToLower(name); lower != name && dispatch(name) == nil && dispatch(lower) != nil {
+		// macOS and Windows file systems ignore case by default: SUDO and Rm run sudo and rm.
+		name = lower
+	}
 	if lookalikeName(raw) {
 		a.add(ruleLookalike)
 	}
