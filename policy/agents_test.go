@@ -179,6 +179,12 @@ func TestFamilyAgentsSuites(t *testing.T) {
 		{"Rm -rf ~", VerdictHardline, "recursive-delete-home"},
 		{"LS -la", VerdictSafe, ""},
 		{"Rscript -e 'print(1)'", VerdictSafe, ""},
+		// ${x@P} expands x as a prompt: \NNN escapes, then $(...) and backquotes run
+		{`echo "${v=aa\140 rm -rf ~/src\140}${v@P}"`, VerdictDangerous, ""},
+		{`x='$(rm -rf ~/src)'; echo "${x@P}"`, VerdictDangerous, ""},
+		{`echo "${unknown@P}"`, VerdictDangerous, "eval-dynamic"},
+		{`PS='\u@\h'; echo "${PS@P}"`, VerdictSafe, ""},
+		{`echo "${name@Q}"`, VerdictSafe, ""},
 		// package indexes, instance metadata, raw disk copies, macOS security switches
 		{"pip install --extra-index-url https://pkgs.example/simple app", VerdictDangerous, "registry-redirect"},
 		{"pip install -i http://pkgs.example/simple app", VerdictDangerous, "registry-redirect"},

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -36,7 +37,18 @@ func (a *analyzer) paramExp(p *syntax.ParamExp) value {
 		v = a.index(v, p.Index)
 	}
 	if p.Exp != nil {
-		return a.paramOp(v, known, p.Exp)
+		out := a.paramOp(v, known, p.Exp)
+		empty := known && !v.f.dyn && !v.isArr && v.f.s == ""
+		if p.Param != nil && (p.Exp.Op == syntax.AssignUnset && !known ||
+			p.Exp.Op == syntax.AssignUnsetOrNull && (!known || empty)) {
+			set := out
+			if raw := p.Exp.Word.Lit(); promptOctal.MatchString(raw) && !out.f.dyn {
+				// Inside double quotes "\140" keeps its backslash; ${x@P} decodes it later.
+				set = value{f: field{s: raw, t: out.f.t}}
+			}
+			a.setVar(p.Param.Value, set) // ${x=v} assigns as well as expands
+		}
+		return out
 	}
 	if !known {
 		return v
@@ -146,6 +158,10 @@ func (a *analyzer) paramOp(v value, known bool, e *syntax.Expansion) value {
 		return arg()
 	case syntax.ErrorUnset, syntax.ErrorUnsetOrNull:
 		return v
+	case syntax.OtherParamOps:
+		if a.word1(e.Word).s == "P" {
+			return a.promptExpand(v, known)
+		}
 	}
 	if !known || v.isArr || v.f.dyn {
 		return v
@@ -173,6 +189,30 @@ func (a *analyzer) paramOp(v value, known bool, e *syntax.Expansion) value {
 	v.f.s = s
 	return v
 }
+
+// promptExpand judges ${x@P}: bash expands the value as a prompt string, which decodes
+// \NNN escapes and then runs $(...) and backquoted commands in it. The value is checked as
+// the shell text it becomes; a value that is not known is code that cannot be checked.
+func (a *analyzer) promptExpand(v value, known bool) value {
+	if !known || v.f.dyn || v.isArr {
+		a.add(ruleEvalDynamic)
+		return value{f: field{s: unkS, dyn: true}}
+	}
+	text := promptOctal.ReplaceAllStringFunc(v.f.s, func(m string) string {
+		n, err := strconv.ParseUint(m[1:], 8, 8)
+		if err != nil {
+			return m
+		}
+		return string(rune(n))
+	})
+	if strings.Contains(text, "$(") || strings.Contains(text, "`") {
+		a.shellCode(field{s: "echo \"" + strings.ReplaceAll(text, `"`, `\"`) + "\""}, desc{}, nil, false)
+		return value{f: field{s: unkS, dyn: true}}
+	}
+	return value{f: field{s: text, t: v.f.t}}
+}
+
+var promptOctal = regexp.MustCompile(`\\[0-7]{3}`)
 
 // trimPattern removes the shortest or longest prefix or suffix of s that
 // matches the glob pat.
