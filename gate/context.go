@@ -32,7 +32,7 @@ const (
 // sessionContext is the policy context a call is classified in: the session's state, with
 // the command's own directory and variables on top.
 func (s *Session) sessionContext(ctx context.Context, dir string, env map[string]string) policy.Context {
-	sc := policy.Context{CmdEnv: env}
+	sc := policy.Context{CmdEnv: env, Host: s.b.host}
 	cwd, senv := s.shellState(ctx)
 	sc.Env = maps.Clone(senv)
 	if sc.Env == nil && len(env) > 0 {

@@ -57,13 +57,14 @@ func Wrap(b sandbox.Backend, opts Options) sandbox.Backend {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{inner: b, opts: opts, allow: slices.Clone(opts.Allowlist)}
+	return &Backend{inner: b, opts: opts, allow: slices.Clone(opts.Allowlist), host: b.Capabilities().Host}
 }
 
 // Backend is a gated backend.
 type Backend struct {
 	inner sandbox.Backend
 	opts  Options
+	host  bool // the inner backend's Capabilities().Host, read once
 
 	mu    sync.Mutex
 	allow []string // guarded by mu; grows with "always" answers

@@ -122,6 +122,11 @@ type Capabilities struct {
 	Network bool `json:"network"`
 	// Branching: the backend implements Brancher (snapshot, restore, fork).
 	Branching bool `json:"branching,omitempty"`
+	// Host says commands run directly on a machine beside its other processes and
+	// containers (local on this one, ssh on the remote one), not in a container or machine of
+	// their own: entering a container from there (docker exec, nsenter) reaches past the
+	// sandbox, and the policy asks first.
+	Host bool `json:"host,omitempty"`
 }
 
 // Backend opens sessions of one kind of sandbox.

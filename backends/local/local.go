@@ -208,7 +208,7 @@ func (b *Backend) Name() string { return Name }
 func (b *Backend) Capabilities() sandbox.Capabilities {
 	c := sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
-		Network:   true}
+		Network:   true, Host: true}
 	if b.ns != nil && !b.nsFailed.Load() {
 		c.Isolation = "namespaces: commands run on this host as the current user, in mount, PID and IPC namespaces of their own " +
 			"(local.deny_read and this tool's files unreadable, no process of the caller visible) under Landlock write rules"

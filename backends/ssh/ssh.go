@@ -79,7 +79,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	// The plain-shell protocol (forced, or where the helper cannot run) has no terminal.
 	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: !b.o.ForceShell,
 		Isolation: "the machine boundary: commands run on " + target + " with that account's permissions, and nothing confines them on that host",
-		Network:   true}
+		Network:   true, Host: true}
 }
 
 // Warnings lists configuration choices that weaken the setup.
