@@ -385,8 +385,9 @@ func NewConfig() *Config {
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 			OnFailure:      AuditRefuse,
 		},
-		MCP:   MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
-		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead()},
+		MCP: MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
+		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead(),
+			BranchMaxBytes: DefaultBranchMaxBytes},
 	}
 }
 

@@ -113,6 +113,9 @@ func (c *Config) validateLocal(v *validator) {
 			v.failf("local.deny_read", "%q is neither absolute nor under ~/", p)
 		}
 	}
+	if l.BranchMaxBytes <= 0 {
+		v.failf("local.branch_max_bytes", "is %d: give the most bytes a fork may copy where files cannot be cloned, e.g. 1g", l.BranchMaxBytes)
+	}
 }
 
 func (c *Config) validateTerminal(v *validator) {
