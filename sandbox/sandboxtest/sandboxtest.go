@@ -63,6 +63,15 @@ type Options struct {
 	// fork must carry (a backend may carry only its workspace); empty means the session's
 	// starting directory.
 	BranchDir string
+	// BranchOwnDir, if not empty, says why a session made by Fork or Restore works in a
+	// directory of its own (a copy of the source's tree elsewhere: local), not at the source's
+	// path: the Branching checks then accept, for the source's directory, a different one of
+	// the same name.
+	BranchOwnDir string
+	// ForkStopsSource, if not empty, says why taking a snapshot or fork ends the source's
+	// running processes (the service stops the VM to snapshot it: vercel); the check that a
+	// busy source keeps running through a fork is then skipped with this reason.
+	ForkStopsSource string
 }
 
 type suite struct {
