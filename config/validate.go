@@ -135,6 +135,9 @@ func (c *Config) validateTerminal(v *validator) {
 	if t.KeepAlive < 0 {
 		v.failf("terminal.keep_alive", "must be 0 (no session owner) or a positive duration such as 10m, got %s", t.KeepAlive)
 	}
+	if t.SnapshotTTL < 0 {
+		v.failf("terminal.snapshot_ttl", "must be 0 (keep snapshots until removed) or a positive duration such as 168h, got %s", t.SnapshotTTL)
+	}
 	if t.MaxJobs < 1 {
 		v.failf("terminal.max_jobs", "must be at least 1, got %d", t.MaxJobs)
 	}

@@ -307,7 +307,7 @@ func (s *suite) testForkBusy(t *testing.T, br sandbox.Brancher) {
 	s.canSeeProcesses(t, src)
 	m := marker("busy")
 	s.sh(t, src, "echo before > f; "+s.detached("9"+m, ">/dev/null 2>&1 </dev/null"))
-	t.Cleanup(func() { s.kill(t, src, "9"+m) })
+	defer s.kill(t, src, "9"+m) // while the test's context lives (a Cleanup runs after it ends)
 	s.waitLeftovers(t, src, "9"+m, 1, "running in the source")
 
 	started := make(chan struct{})
@@ -326,6 +326,12 @@ func (s *suite) testForkBusy(t *testing.T, br sandbox.Brancher) {
 		done <- outcome{res, err}
 	}()
 	defer wg.Wait()
+	defer func() {
+		// Whatever happened, let the long command end before the test does.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 30*time.Second*s.opts.Slow)
+		defer cancel()
+		src.Exec(ctx, sandbox.Command{Script: fmt.Sprintf("touch '%s/release'", dir)})
+	}()
 	select {
 	case <-started:
 	case o := <-done:
@@ -347,7 +353,6 @@ func (s *suite) testForkBusy(t *testing.T, br sandbox.Brancher) {
 	}
 	s.canSeeProcesses(t, fk)
 	s.waitLeftovers(t, fk, "9"+m, 0, "in the fork (running processes are not carried)")
-	s.kill(t, src, "9"+m)
 }
 
 // testForkSourceRemoved: a fork works after its source session is removed.
