@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"os"
@@ -17,7 +18,16 @@ import (
 // max (0 = default). It returns the backend and the working tree.
 func branchBackend(t *testing.T, mode config.Confine, max int64) (*local.Backend, string) {
 	t.Helper()
-	root, err := os.MkdirTemp("/var/tmp", "hermes-local-branch-")
+	return branchBackendIn(t, "/var/tmp", mode, max)
+}
+
+// reflinkEnv names a directory on a filesystem that clones files (btrfs, XFS with reflink),
+// for the copy-on-write tests; /var/tmp is used without it.
+const reflinkEnv = "HERMES_SANDBOX_TEST_REFLINK_DIR"
+
+func branchBackendIn(t *testing.T, parent string, mode config.Confine, max int64) (*local.Backend, string) {
+	t.Helper()
+	root, err := os.MkdirTemp(parent, "hermes-local-branch-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +209,11 @@ func TestBranchLimit(t *testing.T) {
 // (btrfs, XFS with reflink): a file far over the byte-copy limit forks, because clones do
 // not count.
 func TestForkClones(t *testing.T) {
-	b, work := branchBackend(t, config.ConfineOff, 4096)
+	parent := cmp.Or(os.Getenv(reflinkEnv), "/var/tmp")
+	b, work := branchBackendIn(t, parent, config.ConfineOff, 4096)
 	if !local.CanClone(t, work) {
-		t.Skip("the test tree's filesystem (under /var/tmp) cannot clone files (FICLONE); run on btrfs or XFS to test the clone path")
+		t.Skipf("the test tree's filesystem (under %s) cannot clone files (FICLONE); set %s to a directory on btrfs or XFS to test the clone path",
+			parent, reflinkEnv)
 	}
 	if err := os.WriteFile(filepath.Join(work, "big"), make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
@@ -212,5 +224,14 @@ func TestForkClones(t *testing.T) {
 	}
 	if got := run(t, b, "fork", "wc -c < big"); got != "1048576" {
 		t.Errorf("fork's big file has %s bytes; want 1048576", got)
+	}
+	// A clone is a copy: writing the fork's file leaves the source's alone.
+	run(t, b, "fork", "printf x | dd of=big bs=1 seek=10 conv=notrunc 2>/dev/null")
+	if got := run(t, b, "src", "od -An -c -j10 -N1 big | tr -d ' '"); got != `\0` {
+		t.Errorf("source's big file at byte 10 after the fork wrote its own = %q; want \\0", got)
+	}
+	ref, err := b.Snapshot(t.Context(), "src")
+	if err != nil || ref.Size != 1<<20 {
+		t.Errorf("Snapshot of a cloneable 1 MiB tree under a 4096-byte copy limit = %+v, %v", ref, err)
 	}
 }
