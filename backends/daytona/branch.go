@@ -26,7 +26,7 @@ import (
 // error wrapping sandbox.ErrUnsupported, for a caller (the gate, the CLI) to show.
 func (b *Backend) NoBranching() error {
 	return &sandbox.Error{Backend: Name, Op: "branch", Err: fmt.Errorf(
-		"Daytona's API documents sandbox snapshots and forks only as operations \"initiated\", without saying whether a running "+
+		"the Daytona API documents sandbox snapshots and forks only as operations \"initiated\", without saying whether a running "+
 			"sandbox keeps running through them or when the result is usable (VM sandboxes must even be stopped first), "+
 			"so this backend does not snapshot, restore or fork sessions; use docker, local, modal or vercel for that: %w",
 		sandbox.ErrUnsupported)}
