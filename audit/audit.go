@@ -57,6 +57,11 @@ const (
 	ToolJobStart  = "job_start"
 	ToolReadFile  = "read_file"
 	ToolWriteFile = "write_file"
+	// Branching calls (sandbox.Brancher), recorded by the gate with NewSession and Snapshot.
+	ToolSnapshot       = "session_snapshot"
+	ToolRestore        = "session_restore"
+	ToolFork           = "session_fork"
+	ToolRemoveSnapshot = "session_snapshot_rm"
 	// ToolAudit marks records the log writes about itself.
 	ToolAudit = "audit"
 )
@@ -156,6 +161,13 @@ type Record struct {
 	Port      int    `json:"port,omitempty"`
 	BytesUp   int64  `json:"bytes_up,omitempty"`
 	BytesDown int64  `json:"bytes_down,omitempty"`
+
+	// NewSession and Snapshot say what a branching call (ToolSnapshot, ToolRestore,
+	// ToolFork, ToolRemoveSnapshot) made or used: the session it created and the snapshot's
+	// id; Session is the session it was taken from, when known. Empty in other records, so
+	// records without them hash as they always did.
+	NewSession string `json:"new_session,omitempty"`
+	Snapshot   string `json:"snapshot,omitempty"`
 
 	PrevHash string `json:"prev_hash"`
 	// MAC is the hex HMAC-SHA-256 of Hash under this record's sealing key;

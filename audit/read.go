@@ -293,6 +293,12 @@ func Format(r Record) string {
 			field("reason=" + strconv.Quote(r.Reason))
 		}
 	}
+	if r.NewSession != "" {
+		field("new_session=" + printable(r.NewSession))
+	}
+	if r.Snapshot != "" {
+		field("snapshot=" + printable(r.Snapshot))
+	}
 	if r.Error != "" {
 		field("error=" + strconv.Quote(r.Error))
 	}

@@ -91,6 +91,9 @@ type TerminalConfig struct {
 	// kubernetes.network allowlist, unless kubernetes.egress_allow is set). A backend that
 	// cannot enforce it refuses to run rather than pretend (see README, "Network egress").
 	EgressAllow []string `yaml:"egress_allow"`
+	// SnapshotTTL is how old a session snapshot (`sessions snapshot`) may get before `gc`
+	// removes it; 0 keeps snapshots until they are removed by hand.
+	SnapshotTTL time.Duration `yaml:"snapshot_ttl"`
 }
 
 // DockerConfig is the docker section.
@@ -325,6 +328,7 @@ func NewConfig() *Config {
 			EnvPassthrough: []string{},
 			Persistence:    PersistenceSession,
 			EgressAllow:    []string{},
+			SnapshotTTL:    7 * 24 * time.Hour,
 		},
 		Docker: DockerConfig{
 			Image:          "python:3.12-slim",
@@ -385,8 +389,9 @@ func NewConfig() *Config {
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 			OnFailure:      AuditRefuse,
 		},
-		MCP:   MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
-		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead()},
+		MCP: MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
+		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead(),
+			BranchMaxBytes: DefaultBranchMaxBytes},
 	}
 }
 

@@ -14,7 +14,14 @@ type LocalConfig struct {
 	// DenyRead are paths commands can neither read nor list ("~" is the user's home; the
 	// secrets file of this tool is always among them).
 	DenyRead []string `yaml:"deny_read"`
+	// BranchMaxBytes bounds what a fork, snapshot or restore of a local session copies byte
+	// by byte where the filesystem cannot clone files (FICLONE): beyond it the copy stops with
+	// an error rather than filling the disk. Cloned files do not count.
+	BranchMaxBytes Size `yaml:"branch_max_bytes"`
 }
+
+// DefaultBranchMaxBytes is local.branch_max_bytes by default: 1 GiB.
+const DefaultBranchMaxBytes Size = 1 << 30
 
 // Confine is local.confine.
 type Confine string

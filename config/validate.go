@@ -113,6 +113,9 @@ func (c *Config) validateLocal(v *validator) {
 			v.failf("local.deny_read", "%q is neither absolute nor under ~/", p)
 		}
 	}
+	if l.BranchMaxBytes <= 0 {
+		v.failf("local.branch_max_bytes", "is %d: give the most bytes a fork may copy where files cannot be cloned, e.g. 1g", l.BranchMaxBytes)
+	}
 }
 
 func (c *Config) validateTerminal(v *validator) {
@@ -131,6 +134,9 @@ func (c *Config) validateTerminal(v *validator) {
 	v.positive("terminal.job_timeout", t.JobTimeout)
 	if t.KeepAlive < 0 {
 		v.failf("terminal.keep_alive", "must be 0 (no session owner) or a positive duration such as 10m, got %s", t.KeepAlive)
+	}
+	if t.SnapshotTTL < 0 {
+		v.failf("terminal.snapshot_ttl", "must be 0 (keep snapshots until removed) or a positive duration such as 168h, got %s", t.SnapshotTTL)
 	}
 	if t.MaxJobs < 1 {
 		v.failf("terminal.max_jobs", "must be at least 1, got %d", t.MaxJobs)

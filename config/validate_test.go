@@ -26,6 +26,8 @@ func TestValidate(t *testing.T) {
 		{"memory 6m ok", func(c *Config) { c.Docker.MemoryLimit = 6 * Mebibyte }, ""},
 		{"memory too small", func(c *Config) { c.Docker.MemoryLimit = 5 * Mebibyte }, "docker.memory_limit: must be at least 6m, got 5m"},
 		{"zero cpu", func(c *Config) { c.Docker.CPUQuota = 0 }, "docker.cpu_quota: must be greater than 0"},
+		{"zero branch limit", func(c *Config) { c.Local.BranchMaxBytes = 0 }, "local.branch_max_bytes: is 0"},
+		{"branch limit 4g", func(c *Config) { c.Local.BranchMaxBytes = 4 * Gibibyte }, ""},
 		{"negative pids", func(c *Config) { c.Docker.PidsLimit = -1 }, "docker.pids_limit: must not be negative"},
 		{"relative docker cwd", func(c *Config) { c.Docker.Cwd = "work" }, "docker.cwd"},
 		{"good volumes", func(c *Config) {

@@ -259,6 +259,8 @@ type call struct {
 	intent   int64  // seq of the intent record, once written
 	admitted bool   // the call went on to the backend
 	warning  string // why the call runs unrecorded (audit.on_failure warn)
+	// newSession and snapshot, for a branching call, go into its records (branch.go).
+	newSession, snapshot string
 }
 
 type toolSwitch struct {
@@ -330,7 +332,7 @@ func (s *Session) admit(ctx context.Context, c *call) error {
 func (s *Session) decide(ctx context.Context, c *call) error {
 	c.start = time.Now()
 	c.rec = audit.Record{Session: s.inner.Name(), Backend: s.b.inner.Name(), Tool: c.tool, Command: c.command,
-		Decision: audit.DecisionAllowed, Approver: "policy"}
+		Decision: audit.DecisionAllowed, Approver: "policy", NewSession: c.newSession, Snapshot: c.snapshot}
 	if cl := callerFrom(ctx); cl != nil {
 		c.rec.Client, c.rec.Transport = cl.Client, cl.Transport
 	}
@@ -561,7 +563,7 @@ func (s *Session) record(ctx context.Context, c *call, res *sandbox.Result, err 
 	rec := c.rec
 	if c.admitted {
 		rec = audit.Record{Session: rec.Session, Backend: rec.Backend, Tool: rec.Tool,
-			StdoutBytes: rec.StdoutBytes, Error: rec.Error}
+			StdoutBytes: rec.StdoutBytes, Error: rec.Error, NewSession: c.newSession, Snapshot: c.snapshot}
 	}
 	rec.SetDuration(time.Since(c.start))
 	if res != nil {

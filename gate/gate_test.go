@@ -42,6 +42,8 @@ type env struct {
 	log   *audit.Log
 	path  string
 	saved []string
+	inner sandbox.Backend // the backend behind the gate
+	opts  gate.Options    // the gate's options
 }
 
 func newEnv(t *testing.T, mutate func(*gate.Options)) *env {
@@ -67,6 +69,7 @@ func newEnv(t *testing.T, mutate func(*gate.Options)) *env {
 		mutate(&opts)
 	}
 	e.b = gate.Wrap(lb, opts)
+	e.inner, e.opts = lb, opts
 	t.Cleanup(func() { e.b.Close(); e.log.Close() })
 	return e
 }

@@ -383,6 +383,9 @@ type GCOptions struct {
 	IdleTimeout time.Duration
 	// DryRun reports what would be removed and removes nothing.
 	DryRun bool
+	// SnapshotTTL, when positive, removes snapshots (see Brancher) older than it
+	// (terminal.snapshot_ttl); 0 keeps them.
+	SnapshotTTL time.Duration
 }
 
 // GCItem is one thing Collect removed (or would remove, or kept).

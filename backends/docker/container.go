@@ -182,6 +182,13 @@ const nameWait = time.Minute
 // work is not cut short when ctx is cancelled (it takes a few hundred milliseconds), so a
 // half-made container is never left behind.
 func (b *Backend) create(ctx context.Context, name, role, session string) (string, error) {
+	return b.createFrom(ctx, name, role, session, "", "")
+}
+
+// createFrom is create with the root filesystem of image in place of docker.image (a
+// snapshot's, see branch.go; "" = docker.image), everything else as configured: the container
+// is labelled as made from the current settings, so it is not reported stale.
+func (b *Backend) createFrom(ctx context.Context, name, role, session, image, snapshot string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	ids, err := b.userIDs(ctx)
@@ -192,6 +199,15 @@ func (b *Backend) create(ctx context.Context, name, role, session string) (strin
 	spec, err := b.spec(name, role, session, ids)
 	if err != nil {
 		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: err}
+	}
+	if image != "" {
+		spec.config.Image = image
+		// A committed image carries its source container's labels, which the engine merges
+		// into the new container's: set those that would mislead gc.
+		if _, ok := spec.config.Labels[labelOwner]; !ok {
+			spec.config.Labels[labelOwner] = ""
+		}
+		spec.config.Labels[labelSnapshotOf] = snapshot
 	}
 	var drv *mount.Driver
 	if spec.workspace != "" {

@@ -157,7 +157,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 		iso += ", no network"
 	}
 	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
-		Isolation: iso, Network: b.network() != config.NetworkNone}
+		Isolation: iso, Network: b.network() != config.NetworkNone, Branching: true}
 }
 
 // Close stops the warm pool and removes its unclaimed containers. Sessions' containers stay.

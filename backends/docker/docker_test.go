@@ -26,6 +26,24 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestBranchingWritableRoot runs the Branching section on sessions whose root filesystem is
+// writable (docker.read_only_rootfs false, as root), where a snapshot commits the container
+// and a program installed under /usr/local/bin must reach the fork.
+func TestBranchingWritableRoot(t *testing.T) {
+	img := testImage(t)
+	state := t.TempDir()
+	sandboxtest.RunBranching(t, sandboxtest.Options{
+		NewBackend: func(t testing.TB) sandbox.Backend {
+			return newBackendWith(t, state, func(c *config.Config) {
+				c.Docker.Image = img
+				c.Docker.ReadOnlyRootfs = false
+				c.Docker.User = "0:0"
+			})
+		},
+		InstallDir: "/usr/local/bin",
+	})
+}
+
 // TestConformanceRealImage runs the suite on a realistic image (for example a debootstrap
 // minbase with bash and python) named by HERMES_SANDBOX_TEST_DOCKER_IMAGE, when present.
 func TestConformanceRealImage(t *testing.T) {

@@ -94,8 +94,8 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			}
 		}
 		for _, v := range vols.Items {
-			if used[v.Name] {
-				continue
+			if used[v.Name] || v.Labels[labelRole] == roleSnapshot {
+				continue // a snapshot's volume goes with its snapshot, below
 			}
 			if !opts.DryRun {
 				// Not forced: the engine refuses a volume that any container still uses.
@@ -110,6 +110,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "volume", Name: v.Name, Reason: "no container uses it"})
 		}
 	}
+	errs = append(errs, b.collectSnapshots(ctx, opts.SnapshotTTL, opts.DryRun, &rep))
 	// Bounded workspaces whose volume is gone (a removal cut short between the two).
 	orphans, err := b.orphanDisks(ctx)
 	if err != nil {

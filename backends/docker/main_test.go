@@ -168,6 +168,12 @@ func cleanScope(t testing.TB, b *Backend) {
 		cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 		b.dropDisk(v.Name)
 	}
+	// Snapshot images (branch.go): their references name the scope.
+	if refs, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("reference", "hermes-snapshot-"+b.scope)}); err == nil {
+		for _, im := range refs.Items {
+			cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+		}
+	}
 	imgs, _ := b.scopeDisks(".img")
 	for _, img := range imgs {
 		b.dropDisk(strings.TrimSuffix(filepath.Base(img), ".img"))

@@ -91,6 +91,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		return err
 	}
 	b.forget(name)
+	b.dropSnapshotImage(ctx, info.Image)
 	for _, v := range vols {
 		if err := b.removeVolume(ctx, v); err != nil {
 			return err

@@ -52,6 +52,8 @@ type Backend struct {
 	resolver      egress.Resolver // Section.EgressResolver
 	allowLoopback bool
 
+	branchMax int64 // local.branch_max_bytes
+
 	nsFailed  atomic.Bool // a session start could not make the namespaces (auto ran without them)
 	probeOnce sync.Once
 	nsOK      bool
@@ -80,6 +82,8 @@ type Section struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
+	// BranchMaxBytes is local.branch_max_bytes (0 = config.DefaultBranchMaxBytes).
+	BranchMaxBytes int64
 	// NoNamespaces runs the helper in this process with Landlock alone, as on a machine
 	// without user namespaces (tests of that layer on its own).
 	NoNamespaces bool
@@ -88,7 +92,7 @@ type Section struct {
 // SectionOf picks the local backend's section out of the whole configuration.
 func SectionOf(c *config.Config) Section {
 	s := Section{Confine: c.Local.Confine, Network: c.Local.Network, EgressAllow: c.Local.EgressAllow,
-		DenyRead: c.Local.DenyRead, Secrets: c.SecretsPath()}
+		DenyRead: c.Local.DenyRead, Secrets: c.SecretsPath(), BranchMaxBytes: c.Local.BranchMaxBytes.Bytes()}
 	for _, p := range []string{c.Path(), c.SecretsPath(), c.Audit.LogDestination} {
 		if p != "" {
 			s.Protect = append(s.Protect, filepath.Dir(p))
@@ -125,6 +129,10 @@ func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) 
 
 		resolver:      sec.EgressResolver,
 		allowLoopback: sec.EgressAllowLoopback,
+		branchMax:     sec.BranchMaxBytes,
+	}
+	if b.branchMax <= 0 {
+		b.branchMax = config.DefaultBranchMaxBytes.Bytes()
 	}
 	if err := b.setConfinement(sec); err != nil {
 		return nil, err
@@ -206,7 +214,7 @@ func (b *Backend) Name() string { return Name }
 
 // Capabilities reports what local sessions do.
 func (b *Backend) Capabilities() sandbox.Capabilities {
-	c := sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
+	c := sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true, Branching: true,
 		Isolation: "none: commands run on this host as the current user (only the policy gate and environment filtering apply)",
 		Network:   true, Host: true}
 	if b.ns != nil && !b.nsFailed.Load() {
@@ -247,7 +255,8 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 // startInProcess runs the session's helper in this process: commands are confined by
 // Landlock alone (or not at all), and a guard kills them if this process dies.
 func (b *Backend) startInProcess(ctx context.Context, name, dir string) (channel.Started, error) {
-	srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: b.cwd, Confine: b.confine, Guard: true})
+	root := b.sessionRoot(dir)
+	srv, err := agent.NewServer(agent.Options{StateDir: dir, Shell: b.shell, Env: b.env, Cwd: root, Confine: b.confineFor(b.confine, root), Guard: true})
 	if err != nil {
 		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
 	}
@@ -348,6 +357,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: fmt.Errorf("no such session: %w", sandbox.ErrNotFound)}
 	}
+	tree := b.ownTree(dir) // a fork's or restore's own copy goes with it
 	// A session's namespaces end with every process in them; jobs started outside any (local.confine
 	// off, or before namespaces) are killed by their process groups.
 	if err := nsbox.Stop(b.nsSockDir(), name); err != nil {
@@ -357,6 +367,11 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}
+	if tree != "" {
+		if err := os.RemoveAll(tree); err != nil {
+			return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
+		}
+	}
 	return nil
 }
 
@@ -364,4 +379,5 @@ var (
 	_ sandbox.Backend        = (*Backend)(nil)
 	_ sandbox.SessionManager = (*Backend)(nil)
 	_ sandbox.Workspace      = (*Backend)(nil)
+	_ sandbox.Brancher       = (*Backend)(nil)
 )

@@ -52,5 +52,7 @@ func conformance(t *testing.T, mode config.Confine, network config.LocalNetwork)
 			return b
 		},
 		Parallel: true,
+		// Local sessions share the working tree; a fork gets a copy of its own (branch.go).
+		BranchOwnDir: "a local fork or restored session works in its own copy of the tree, beside the state directory",
 	})
 }

@@ -120,10 +120,16 @@ func escapeSockets(opts sandbox.FactoryOptions) []string {
 func (b *Backend) startInNamespaces(ctx context.Context, name, dir string) (channel.Started, error) {
 	spec := *b.ns
 	spec.Session, spec.StateDir = name, dir
+	root := b.sessionRoot(dir)
+	if root != b.cwd {
+		// A fork's own tree stays visible and, under strict, writable.
+		spec.Layout.Keep = append(slices.Clone(spec.Layout.Keep), root)
+		spec.Confine = b.confineFor(spec.Confine, root)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: err}
 	}
-	conn, rep, err := nsbox.Serve(ctx, spec, nsbox.Helper{Shell: b.shell, Env: b.env, Cwd: b.cwd})
+	conn, rep, err := nsbox.Serve(ctx, spec, nsbox.Helper{Shell: b.shell, Env: b.env, Cwd: root})
 	if err != nil {
 		if b.mode == config.ConfineStrict || b.network != config.LocalNetworkHost {
 			return channel.Started{}, &sandbox.Error{Backend: Name, Op: "start", ID: name, Err: fmt.Errorf(

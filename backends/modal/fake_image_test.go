@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // imageBuild is one recipe's build: it finishes the first time a client follows it.
@@ -99,4 +100,16 @@ func (f *fakeModal) ImageFromId(ctx context.Context, req *pb.ImageFromIdRequest)
 		return nil, status.Errorf(codes.NotFound, "Image %s not found", req.GetImageId())
 	}
 	return pb.ImageFromIdResponse_builder{ImageId: req.GetImageId()}.Build(), nil
+}
+
+// ImageDelete forgets an image (api.proto ImageDelete; the SDK's Images.Delete maps NotFound
+// to NotFoundError, so an unknown id is NotFound). Sandboxes already made from it run on.
+func (f *fakeModal) ImageDelete(ctx context.Context, req *pb.ImageDeleteRequest) (*emptypb.Empty, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.images[req.GetImageId()]; !ok {
+		return nil, status.Errorf(codes.NotFound, "Image %s not found", req.GetImageId())
+	}
+	delete(f.images, req.GetImageId())
+	return &emptypb.Empty{}, nil
 }

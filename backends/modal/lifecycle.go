@@ -9,8 +9,6 @@ import (
 	"time"
 
 	modalsdk "github.com/modal-labs/modal-client/go"
-
-	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // image returns the configured image, built once per process. A build that takes a while
@@ -209,32 +207,4 @@ func (b *Backend) terminate(ctx context.Context, sb *modalsdk.Sandbox) error {
 		return b.mapErr("terminate", sb.SandboxID, err)
 	}
 	return nil
-}
-
-// Snapshot stores a filesystem snapshot of the session's sandbox and remembers its image id,
-// so modal.restore_from_snapshot can start a recreated sandbox from it.
-func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) {
-	if err := sandbox.ValidateSessionName(session); err != nil {
-		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: err}
-	}
-	c, app, err := b.appOnly(ctx)
-	if err != nil {
-		return "", err
-	}
-	sb, err := b.find(ctx, c, app, session)
-	if err != nil {
-		return "", err
-	}
-	if sb == nil {
-		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: fmt.Errorf("the session has no running sandbox: %w", sandbox.ErrNotFound)}
-	}
-	img, err := sb.SnapshotFilesystem(ctx, nil)
-	if err != nil {
-		return "", b.mapErr("snapshot", session, err)
-	}
-	rec, _, _ := b.records.Read(session)
-	rec.SandboxID = sb.SandboxID
-	rec.Snapshot = img.ImageID
-	b.records.Save(session, rec)
-	return img.ImageID, nil
 }

@@ -431,9 +431,9 @@ func TestSnapshotRestore(t *testing.T) {
 	b := newBackend(t, f, state, func(c *config.Config) { c.Modal.RestoreFromSnapshot = true })
 	sess := open(t, b, "snap")
 	run(t, sess, "mkdir -p /srv && echo kept > /srv/data")
-	id, err := b.Snapshot(ctxT(t, 2*time.Minute), "snap")
-	if err != nil || !strings.HasPrefix(id, "im-") {
-		t.Fatalf("Snapshot = %q, %v", id, err)
+	ref, err := b.Snapshot(ctxT(t, 2*time.Minute), "snap")
+	if err != nil || !strings.HasPrefix(ref.ID, "im-") {
+		t.Fatalf("Snapshot = %+v, %v", ref, err)
 	}
 	f.terminate(f.sandboxByName(b.sandboxName("snap")), pb.GenericResult_GENERIC_STATUS_TERMINATED)
 	res := run(t, sess, "cat /srv/data")

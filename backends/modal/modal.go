@@ -125,7 +125,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	if b.cfg.GPU != "" {
 		iso += ", GPU " + b.cfg.GPU
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Terminal: true, Stdin: true, Persistent: true, Branching: true,
 		Isolation: iso, Network: !b.cfg.BlockNetwork}
 }
 

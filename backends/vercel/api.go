@@ -520,6 +520,17 @@ func (c *Client) GetSnapshot(ctx context.Context, id string) (*Snapshot, error) 
 	return &out.Snapshot, nil
 }
 
+// DeleteSnapshot deletes a snapshot (api-client.ts deleteSnapshot: DELETE, no body).
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) (*Snapshot, error) {
+	var out struct {
+		Snapshot Snapshot `json:"snapshot"`
+	}
+	if err := c.call(ctx, http.MethodDelete, "/v2/sandboxes/snapshots/"+url.PathEscape(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out.Snapshot, nil
+}
+
 // Interactive returns the URL and token of a session's PTY WebSocket.
 func (c *Client) Interactive(ctx context.Context, id string) (wsURL, token string, err error) {
 	var out struct {

@@ -21,5 +21,7 @@ func TestConformanceFake(t *testing.T) {
 		// The helper's PTY session outlives the client: a gone caller is noticed when its
 		// heartbeat stops.
 		CallerGoneAfter: agent.BeatTimeout,
+		// A Vercel snapshot stops the VM (branch.go): the source resumes, its processes do not.
+		ForkStopsSource: "a Vercel snapshot stops the source's VM: it resumes with its files and shell state, but its running processes end",
 	})
 }

@@ -434,11 +434,18 @@ func TestSnapshotGoneRecreates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := b.Snapshot(ctx, "gone") // stops the VM session
+	snap, err := b.Snapshot(ctx, "gone") // stops the VM session, and resumes it
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.f.raw(t, "DELETE", "/v2/sandboxes/snapshots/"+snap, nil, nil); got.status != 200 {
+	got, err := b.api.GetSandbox(ctx, b.sandboxName("gone"), false)
+	if err != nil || got.Session.Status != StatusRunning {
+		t.Fatalf("the sandbox after Snapshot = %+v, %v; want it resumed", got, err)
+	}
+	if err := b.api.StopSession(ctx, got.Session.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.f.raw(t, "DELETE", "/v2/sandboxes/snapshots/"+snap.ID, nil, nil); got.status != 200 {
 		t.Fatalf("delete snapshot = %d %s", got.status, got.body)
 	}
 	resume := s.f.raw(t, "GET", "/v2/sandboxes/"+b.sandboxName("gone"), url.Values{"projectId": {s.f.project}, "resume": {"true"}}, nil)

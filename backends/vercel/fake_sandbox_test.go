@@ -171,6 +171,10 @@ func (f *fake) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.sandboxes[sb.name] != sb || f.sessions[sb.current] == nil { // deleted while it booted
+		apiError(w, http.StatusGone, "sandbox_deleted", "the sandbox was deleted while it was created")
+		return
+	}
 	f.send(w, r, vSandboxAndSession, f.sandboxAndSession(sb, false))
 }
 

@@ -92,39 +92,6 @@ func (b *Backend) Baseline(ctx context.Context, session string, n int) (string, 
 	return "REST command per call (POST /v2/sandboxes/sessions/{id}/cmd, wait)", out, nil
 }
 
-// Snapshot saves the session's filesystem as a Vercel snapshot. Taking it stops the VM (the
-// next command resumes it), so it happens only on request. The snapshot is recorded, and
-// restored from when the sandbox is later lost. It returns the snapshot's id.
-func (b *Backend) Snapshot(ctx context.Context, session string) (string, error) {
-	if err := sandbox.ValidateSessionName(session); err != nil {
-		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: err}
-	}
-	name := b.sandboxName(session)
-	got, err := b.api.GetSandbox(ctx, name, false)
-	if err != nil {
-		return "", b.apiErr("snapshot", session, err)
-	}
-	if got.Session.Status != StatusRunning {
-		// Only a running VM can be snapshotted: resume it first.
-		vm, _, _, err := b.ensure(ctx, session)
-		if err != nil {
-			return "", err
-		}
-		got.Session = *vm
-	}
-	snap, err := b.api.CreateSnapshot(ctx, got.Session.ID)
-	if err != nil {
-		return "", b.apiErr("snapshot", session, err)
-	}
-	rec, _, _ := b.records.Read(session)
-	rec.Sandbox = name
-	rec.Snapshots = append(rec.Snapshots, snap.ID)
-	if err := b.records.Write(session, rec); err != nil {
-		return "", &sandbox.Error{Backend: Name, Op: "snapshot", ID: session, Err: fmt.Errorf("snapshot %s taken but not recorded: %w", snap.ID, err)}
-	}
-	return snap.ID, nil
-}
-
 // Collect (gc) deletes this owner's tagged sandboxes that failed, or have been stopped
 // longer than --idle (there is no configured default: without it, stopped sandboxes stay);
 // the idle clock is the service's time of their last change of state. Running sandboxes and

@@ -129,7 +129,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 	} else {
 		iso += "; network limited to " + strings.Join(b.set.allow, ", ")
 	}
-	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true,
+	return sandbox.Capabilities{Jobs: true, Files: true, Stdin: true, Persistent: true, Terminal: true, Branching: true,
 		Isolation: iso, Network: len(b.set.allow) > 0}
 }
 

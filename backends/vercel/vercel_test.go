@@ -215,10 +215,11 @@ func TestSnapshotRestore(t *testing.T) {
 			b := s.backend(t, mut)
 			sess, _ := b.Open(ctx, "snap")
 			run(t, sess, "echo saved > /vercel/sandbox/f")
-			snapID, err := b.Snapshot(ctx, "snap")
+			ref, err := b.Snapshot(ctx, "snap")
 			if err != nil {
 				t.Fatalf("Snapshot() = %v", err)
 			}
+			snapID := ref.ID
 			sess.Close()
 			lose := func() {
 				t.Helper()

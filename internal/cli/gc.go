@@ -26,7 +26,8 @@ and vercel have none and keep idle sessions without --idle), unless its last use
 or it is busy. Each backend's idle clock is listed in the config package's documentation.
 docker also removes warm-pool containers of processes that are gone and workspace volumes no
 container uses; singularity, cached SIF files nothing uses; daytona stops (hibernates) idle
-sandboxes, its files kept; vercel removes only stopped or failed sandboxes, snapshots kept.
+sandboxes, its files kept; vercel removes only stopped or failed sandboxes, snapshots kept. Session snapshots
+(sessions snapshot) older than terminal.snapshot_ttl (default 7 days; 0 keeps them) go too.
 A failed removal is reported and the others go on. A removed session starts fresh on its
 next command, which reports environment_recreated.`,
 		Args: exactArgs(0),
@@ -36,7 +37,12 @@ next command, which reports environment_recreated.`,
 				return err
 			}
 			defer b.Close()
-			rep, err := b.(sandbox.Collector).Collect(cmd.Context(), sandbox.GCOptions{IdleTimeout: idle, DryRun: dryRun})
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			rep, err := b.(sandbox.Collector).Collect(cmd.Context(), sandbox.GCOptions{IdleTimeout: idle, DryRun: dryRun,
+				SnapshotTTL: cfg.Terminal.SnapshotTTL})
 			if !dryRun && len(rep.Removed) > 0 {
 				a.forgetInOwners(b.Name(), "")
 			}

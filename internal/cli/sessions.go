@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -13,7 +12,7 @@ import (
 )
 
 func (a *app) sessionsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sessions", Short: "List, remove and snapshot sessions, and change a live session's egress (list, rm NAME, rm --all, snapshot NAME, network NAME)"}
+	cmd := &cobra.Command{Use: "sessions", Short: "List, remove, snapshot, restore and fork sessions, and change a live session's egress (list, rm, snapshot, snapshots, restore, fork, network)"}
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
@@ -91,39 +90,9 @@ func (a *app) sessionsCmd() *cobra.Command {
 		},
 	}
 	rm.Flags().BoolVar(&rmAll, "all", false, "remove every session of the backend")
-	snapshot := &cobra.Command{
-		Use:   "snapshot NAME",
-		Short: "Store a filesystem snapshot of the session's sandbox (backends that can: modal, vercel)",
-		Long: `Takes a filesystem snapshot of the session's sandbox with the backend's own API and remembers
-it with the session. modal: with modal.restore_from_snapshot: true, a sandbox that has to be
-recreated starts from the latest snapshot. vercel: taking a snapshot stops the sandbox (the
-next command resumes it), and a sandbox that is later lost is restored from it.`,
-		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			m, done, err := a.sessionManager(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			sn, ok := m.(snapshotter)
-			if !ok {
-				return fmt.Errorf("this backend cannot snapshot sessions: %w", sandbox.ErrUnsupported)
-			}
-			id, err := sn.Snapshot(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "snapshot of %s: %s\n", args[0], id)
-			return nil
-		},
-	}
-	cmd.AddCommand(list, rm, snapshot, a.sessionsNetworkCmd())
+	cmd.AddCommand(list, rm, a.sessionsSnapshotCmd(), a.sessionsSnapshotsCmd(), a.sessionsRestoreCmd(),
+		a.sessionsForkCmd(), a.sessionsNetworkCmd())
 	return cmd
-}
-
-// snapshotter is implemented by backends that can snapshot a session's filesystem.
-type snapshotter interface {
-	Snapshot(ctx context.Context, session string) (string, error)
 }
 
 func (a *app) sessionManager(cmd *cobra.Command) (sandbox.SessionManager, func(), error) {

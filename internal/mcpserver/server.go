@@ -415,7 +415,7 @@ func (s *Server) toolEnabled(name string) (ok bool, switches []string) {
 	switch name {
 	case toolTerminal:
 		need(t.ShellExecute, "shell_execute")
-	case toolProcess:
+	case toolProcess, toolSession:
 		need(t.ShellExecute, "shell_execute")
 	case toolReadFile:
 		need(t.FileSystem, "file_system")
@@ -436,6 +436,8 @@ func (s *Server) listed(name string) bool {
 		return s.caps.Jobs
 	case toolReadFile, toolWriteFile:
 		return s.caps.Files
+	case toolSession:
+		return s.caps.Branching
 	}
 	return true
 }

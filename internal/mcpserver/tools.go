@@ -198,6 +198,8 @@ func (s *Server) addTools() {
 			OpenWorldHint: boolPtr(false)},
 	}, s.writeFile)
 
+	s.addSessionTool() // session_tool.go
+
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:  toolInfo,
 		Title: "Describe the sandbox",

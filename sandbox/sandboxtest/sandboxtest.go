@@ -55,6 +55,23 @@ type Options struct {
 	// own; a backend sets it when its sessions are independent of each other (go test's
 	// -parallel, GOMAXPROCS by default, bounds how many run at once).
 	Parallel bool
+	// InstallDir, for backends that branch, is a directory on the sandbox's PATH that
+	// commands may write, where a package manager would put a program: the Branching checks
+	// install one there and expect forks to run it. Empty skips that assertion.
+	InstallDir string
+	// BranchDir, for backends that branch, is where the Branching checks write the files a
+	// fork must carry (a backend may carry only its workspace); empty means the session's
+	// starting directory.
+	BranchDir string
+	// BranchOwnDir, if not empty, says why a session made by Fork or Restore works in a
+	// directory of its own (a copy of the source's tree elsewhere: local), not at the source's
+	// path: the Branching checks then accept, for the source's directory, a different one of
+	// the same name.
+	BranchOwnDir string
+	// ForkStopsSource, if not empty, says why taking a snapshot or fork ends the source's
+	// running processes (the service stops the VM to snapshot it: vercel); the check that a
+	// busy source keeps running through a fork is then skipped with this reason.
+	ForkStopsSource string
 }
 
 type suite struct {
@@ -144,6 +161,7 @@ var checks = []check{
 	{"CapabilityHonesty", (*suite).testCapabilities},
 	{"Terminal", (*suite).testTerminal},
 	{"Network", (*suite).testNetwork},
+	{"Branching", (*suite).testBranching}, // branching.go
 	// It wraps the backend in a gate of its own, on the very session it prepares: direct only.
 	{"GateWithState", (*suite).testGateWithState},
 }
@@ -172,6 +190,7 @@ var gatedChecks = map[string]bool{
 	"SessionManager":         true, // Sessions and Remove are wrapped
 	"CapabilityHonesty":      true, // a gated session answers ErrUnsupported for what the backend lacks
 	"Terminal":               true, // the gated shell is the gate's own line loop
+	"Branching":              true, // snapshot, restore and fork are approved and audited by the gate
 }
 
 // selectGated is the Gated pass's checks: gatedChecks, or all of them (but GateWithState,
