@@ -41,6 +41,9 @@ func (b *Backend) opSession(name string) *Session {
 // says why there is none.
 func (b *Backend) brancher(op string) (sandbox.Brancher, error) {
 	br, ok := b.inner.(sandbox.Brancher)
+	if nb, why := b.inner.(sandbox.NoBrancher); why && (!ok || !b.inner.Capabilities().Branching) {
+		return nil, fmt.Errorf("%s: %w", op, nb.NoBranching())
+	}
 	if !ok || !b.inner.Capabilities().Branching {
 		return nil, fmt.Errorf("%s: %s: %w (the %s backend cannot snapshot, restore or fork sessions)",
 			b.inner.Name(), op, sandbox.ErrUnsupported, b.inner.Name())

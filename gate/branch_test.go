@@ -91,22 +91,44 @@ func branchEnv(t *testing.T, mutate func(*gate.Options)) (*env, *fakeBrancher, s
 	return e, fb, e.b.(sandbox.Brancher)
 }
 
+// plainBackend hides every ability of the backend it holds but the Backend interface.
+type plainBackend struct{ sandbox.Backend }
+
+// whyNotBackend is a backend that does not branch and says why (sandbox.NoBrancher).
+type whyNotBackend struct{ sandbox.Backend }
+
+func (whyNotBackend) NoBranching() error {
+	return fmt.Errorf("the vendor's contract leaves forks open: %w", sandbox.ErrUnsupported)
+}
+
 func TestBranchingUnsupportedSaysWhy(t *testing.T) {
-	e := newEnv(t, nil)
-	br, ok := e.b.(sandbox.Brancher)
-	if !ok {
-		t.Fatal("a gated backend does not implement sandbox.Brancher")
-	}
-	ctx := context.Background()
-	_, serr := br.Snapshot(ctx, "s1")
-	for name, err := range map[string]error{"Snapshot": serr, "Fork": br.Fork(ctx, "s1", "s2"),
-		"Restore": br.Restore(ctx, "x", "s2"), "RemoveSnapshot": br.RemoveSnapshot(ctx, "x")} {
-		if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "cannot snapshot, restore or fork") {
-			t.Errorf("%s on local = %v; want ErrUnsupported with the reason", name, err)
-		}
-	}
-	if rs := e.records(t); len(rs) != 0 {
-		t.Errorf("unsupported calls left %d audit records; want none (nothing was attempted)", len(rs))
+	for _, tc := range []struct {
+		name string
+		wrap func(sandbox.Backend) sandbox.Backend
+		want string
+	}{
+		{"plain", func(b sandbox.Backend) sandbox.Backend { return plainBackend{b} }, "cannot snapshot, restore or fork"},
+		{"NoBrancher", func(b sandbox.Backend) sandbox.Backend { return whyNotBackend{b} }, "the vendor's contract leaves forks open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			g := gate.Wrap(tc.wrap(e.inner), e.opts)
+			br, ok := g.(sandbox.Brancher)
+			if !ok {
+				t.Fatal("a gated backend does not implement sandbox.Brancher")
+			}
+			ctx := context.Background()
+			_, serr := br.Snapshot(ctx, "s1")
+			for name, err := range map[string]error{"Snapshot": serr, "Fork": br.Fork(ctx, "s1", "s2"),
+				"Restore": br.Restore(ctx, "x", "s2"), "RemoveSnapshot": br.RemoveSnapshot(ctx, "x")} {
+				if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s = %v; want ErrUnsupported saying %q", name, err, tc.want)
+				}
+			}
+			if rs := e.records(t); len(rs) != 0 {
+				t.Errorf("unsupported calls left %d audit records; want none (nothing was attempted)", len(rs))
+			}
+		})
 	}
 }
 

@@ -312,6 +312,13 @@ type Brancher interface {
 	RemoveSnapshot(ctx context.Context, id string) error
 }
 
+// NoBrancher is implemented by backends that do not branch for a reason worth more than
+// "unsupported" (a vendor contract that leaves the semantics open): NoBranching returns an
+// error wrapping ErrUnsupported that says why, for the gate and the CLI to show.
+type NoBrancher interface {
+	NoBranching() error
+}
+
 // Warner is implemented by backends whose configuration can weaken their isolation (a
 // privileged container, network on). Each warning is one sentence for `doctor`.
 type Warner interface {
