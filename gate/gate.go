@@ -331,7 +331,7 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 	c.rec = audit.Record{Session: s.inner.Name(), Backend: s.b.inner.Name(), Tool: c.tool, Command: c.command,
 		Decision: audit.DecisionAllowed, Approver: "policy"}
 	if cl := callerFrom(ctx); cl != nil {
-		c.rec.Client, c.rec.Transport = cl.Client, cl.Transport
+		c.rec.Client, c.rec.Transport, c.rec.Key = cl.Client, cl.Transport, cl.Key
 	}
 	a := s.analyze(ctx, c)
 	c.rec.Verdict = string(a.Verdict)
