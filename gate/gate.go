@@ -560,7 +560,7 @@ func (s *Session) record(ctx context.Context, c *call, res *sandbox.Result, err 
 	rec := c.rec
 	if c.admitted {
 		rec = audit.Record{Session: rec.Session, Backend: rec.Backend, Tool: rec.Tool,
-			StdoutBytes: rec.StdoutBytes, Error: rec.Error}
+			StdoutBytes: rec.StdoutBytes, Error: rec.Error, Key: rec.Key}
 	}
 	rec.SetDuration(time.Since(c.start))
 	if res != nil {

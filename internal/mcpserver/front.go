@@ -102,7 +102,8 @@ func (s *Server) front(token string, next http.Handler) http.Handler {
 		}()
 
 		if s.keys != nil {
-			if gone, _ := s.keys.refresh(false); len(gone) > 0 {
+			// A stat a request: a revoked key is refused at its very next request.
+			if gone, _ := s.keys.refresh(true); len(gone) > 0 {
 				s.closeKeys(gone)
 			}
 		}

@@ -38,6 +38,7 @@ type envOptions struct {
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
 	secrets      []string      // values the gate redacts from output
+	keysFile     string        // Options.KeysFile
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -83,7 +84,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		})
 	}
 	srv, err := mcpserver.New(mcpserver.Options{Backend: e.backend, Config: e.cfg, KeepSessions: o.keepSessions,
-		SessionTimeout: o.idle, Version: "test"})
+		SessionTimeout: o.idle, Version: "test", KeysFile: o.keysFile})
 	if err != nil {
 		t.Fatal(err)
 	}
