@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/mcpserver"
@@ -151,7 +150,7 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 	defer srv.Close()
 
 	if addr == "" {
-		return srv.Serve(ctx, &mcp.IOTransport{Reader: readCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
+		return srv.Serve(ctx, &mcpserver.LineTransport{Reader: readCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
 	}
 	return srv.ListenAndServe(ctx, addr, token, func(bound net.Addr) {
 		auth := "no token (loopback only)"

@@ -205,7 +205,7 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 // transportName names a transport for the audit log.
 func transportName(t mcp.Transport) string {
 	switch t.(type) {
-	case *mcp.StdioTransport, *mcp.IOTransport:
+	case *mcp.StdioTransport, *mcp.IOTransport, *LineTransport:
 		return "stdio"
 	case *mcp.InMemoryTransport:
 		return "in-memory"
