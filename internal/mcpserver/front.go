@@ -164,6 +164,11 @@ func (s *Server) front(token string, next http.Handler) http.Handler {
 			}
 			rec.bind = func(id string) { s.binds.set(id, who.name) }
 		}
+		if r.Method == http.MethodPost {
+			// The drain waits for these: a call's answer is written here, after the call.
+			s.posts.Add(1)
+			defer s.posts.Add(-1)
+		}
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, who))
 		if who.name == "" {
 			next.ServeHTTP(rec, r)

@@ -223,13 +223,33 @@ func (s *Server) drain(srv *http.Server) {
 	}()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(20 * time.Millisecond)
-	for s.inflight.Load() > 0 && time.Now().Before(deadline) {
+	for (s.inflight.Load() > 0 || s.posts.Load() > 0) && time.Now().Before(deadline) {
 		<-tick.C
 	}
 	tick.Stop()
 	if n := s.inflight.Load(); n > 0 {
 		s.log.Warn("drain timeout: cancelling running calls", "running_calls", n)
 	}
+	// Cancel first: a session does not end (and so would not cancel its calls) while one of
+	// its calls is still being handled.
+	s.cancelCalls()
 	s.Close()
 	<-shut
+}
+
+// cancelCalls cancels every running tool call.
+func (s *Server) cancelCalls() {
+	s.mu.Lock()
+	var all []*session
+	for _, st := range s.sessions {
+		all = append(all, st)
+	}
+	s.mu.Unlock()
+	for _, st := range all {
+		st.mu.Lock()
+		for _, cancel := range st.cancels {
+			cancel()
+		}
+		st.mu.Unlock()
+	}
 }

@@ -110,6 +110,7 @@ type Server struct {
 	limits   limiter
 	metrics  *metrics
 	inflight inflightCounter
+	posts    inflightCounter // HTTP POSTs being answered
 	draining atomic.Bool
 }
 
