@@ -271,6 +271,7 @@ func (s *Server) watchKeys(ctx context.Context) {
 				s.closeKeys(gone)
 			}
 			s.keys.flushLastUse()
+			s.binds.prune(s.liveSessions()) // forget ended sessions
 		}
 	}
 }

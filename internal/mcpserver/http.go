@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // TokenEnv is the environment variable that holds the HTTP bearer token.
@@ -122,12 +124,18 @@ func (s *Server) ready(ctx context.Context) error {
 	if s.isDraining() {
 		return errors.New("shutting down")
 	}
-	if p, ok := s.backend.(interface{ Ping(context.Context) error }); ok {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := p.Ping(ctx); err != nil {
-			return fmt.Errorf("backend %s: %w", s.backend.Name(), err)
-		}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	switch b := s.backend.(type) {
+	case sandbox.Checker:
+		err = b.Check(ctx)
+	case sandbox.SessionManager:
+		// Listing the sessions asks the engine, cluster or API behind the backend.
+		_, err = b.Sessions(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("backend %s: %w", s.backend.Name(), err)
 	}
 	return nil
 }
