@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
@@ -50,7 +51,7 @@ func newMetrics() *metrics {
 		}, []string{"key"}),
 	}
 	m.reg.MustRegister(m.calls, m.duration, m.denials, m.quotas, m.sessions,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
