@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,10 @@ func TestLoadDocker(t *testing.T) {
 	if os.Getenv("HERMES_SANDBOX_TEST_LOAD") != "1" {
 		t.Skip("the load test runs with HERMES_SANDBOX_TEST_LOAD=1 HERMES_SANDBOX_TEST_FULL=1")
 	}
-	const clients, calls, rounds = 50, 100, 4
+	clients, calls, rounds := envInt("HERMES_SANDBOX_TEST_LOAD_CLIENTS", 50), envInt("HERMES_SANDBOX_TEST_LOAD_CALLS", 100), 4
+	if calls < rounds {
+		rounds = calls
+	}
 	img := dockerimage.Busybox(t, "the MCP load test", testenv.DefaultRootfs)
 	label := fmt.Sprintf("hermes-sandbox.mcpload=%d", os.Getpid())
 	dir := t.TempDir()
@@ -183,4 +187,12 @@ func TestLoadDocker(t *testing.T) {
 			t.Errorf("leaked containers: %v", names)
 		}
 	}
+}
+
+// envInt reads a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
