@@ -147,6 +147,9 @@ type Record struct {
 	// "http", or "cli".
 	Client    string `json:"client,omitempty"`
 	Transport string `json:"transport,omitempty"`
+	// Key names the MCP access key the call came with; omitted (and so absent from the
+	// records and hashes of logs written before keys) for the admin token and the CLI.
+	Key string `json:"key,omitempty"`
 
 	ExitCode    *int    `json:"exit_code,omitempty"`
 	DurationMS  float64 `json:"duration_ms"`

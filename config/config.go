@@ -302,6 +302,14 @@ type MCPConfig struct {
 	// SessionIdleTimeout ends an HTTP session idle this long; its sandbox session is then
 	// removed (kept with --keep-sessions).
 	SessionIdleTimeout time.Duration `yaml:"session_idle_timeout"`
+	// DrainTimeout is how long a server told to stop (SIGTERM) lets running commands finish
+	// before it cancels them and removes its sessions.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// TLSCert and TLSKey are PEM files: with both set, `mcp --http` serves HTTPS. A listener
+	// beyond loopback needs them (or --insecure-http), as a bearer key sent in clear text
+	// can be read off the network.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
 }
 
 // BuiltDockerImage is the image `make run` builds from Debian's packages (python3 and git), with
@@ -389,7 +397,8 @@ func NewConfig() *Config {
 			LogDestination: "~/.local/state/hermes-sandbox/audit.log",
 			OnFailure:      AuditRefuse,
 		},
-		MCP: MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute},
+		MCP: MCPConfig{Listen: "127.0.0.1:8765", MaxSessions: 32, SessionIdleTimeout: 15 * time.Minute,
+			DrainTimeout: 30 * time.Second},
 		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead(),
 			BranchMaxBytes: DefaultBranchMaxBytes},
 	}

@@ -301,6 +301,10 @@ func (c *Config) validateOthers(v *validator) {
 		v.failf("mcp.max_sessions", "must be at least 1, got %d", c.MCP.MaxSessions)
 	}
 	v.positive("mcp.session_idle_timeout", c.MCP.SessionIdleTimeout)
+	v.positive("mcp.drain_timeout", c.MCP.DrainTimeout)
+	if (c.MCP.TLSCert == "") != (c.MCP.TLSKey == "") {
+		v.failf("mcp.tls_cert", "mcp.tls_cert and mcp.tls_key go together: set both (PEM certificate and its key) or neither")
+	}
 	sg := &c.Singularity
 	v.optionalAbs("singularity.cwd", sg.Cwd)
 	for _, b := range sg.Binds {

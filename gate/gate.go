@@ -334,7 +334,7 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 	c.rec = audit.Record{Session: s.inner.Name(), Backend: s.b.inner.Name(), Tool: c.tool, Command: c.command,
 		Decision: audit.DecisionAllowed, Approver: "policy", NewSession: c.newSession, Snapshot: c.snapshot}
 	if cl := callerFrom(ctx); cl != nil {
-		c.rec.Client, c.rec.Transport = cl.Client, cl.Transport
+		c.rec.Client, c.rec.Transport, c.rec.Key = cl.Client, cl.Transport, cl.Key
 	}
 	a := s.analyze(ctx, c)
 	c.rec.Verdict = string(a.Verdict)
@@ -563,7 +563,8 @@ func (s *Session) record(ctx context.Context, c *call, res *sandbox.Result, err 
 	rec := c.rec
 	if c.admitted {
 		rec = audit.Record{Session: rec.Session, Backend: rec.Backend, Tool: rec.Tool,
-			StdoutBytes: rec.StdoutBytes, Error: rec.Error, NewSession: c.newSession, Snapshot: c.snapshot}
+			StdoutBytes: rec.StdoutBytes, Error: rec.Error, NewSession: c.newSession, Snapshot: c.snapshot,
+			Key: rec.Key}
 	}
 	rec.SetDuration(time.Since(c.start))
 	if res != nil {

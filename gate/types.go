@@ -59,6 +59,9 @@ func approverFrom(ctx context.Context) Approver {
 type Caller struct {
 	Client    string
 	Transport string
+	// Key names the MCP access key the call came with (`mcp keys add NAME`); "" for the
+	// admin token, stdio and the CLI.
+	Key string
 }
 
 type callerKey struct{}

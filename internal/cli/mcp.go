@@ -7,7 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/mcpserver"
@@ -22,6 +21,7 @@ type mcpFlags struct {
 	keepSessions bool
 	session      string
 	idleTimeout  time.Duration
+	insecureHTTP bool
 }
 
 func (a *app) mcpCmd() *cobra.Command {
@@ -68,12 +68,14 @@ or --token; a token, if given, is required on loopback too.`,
 			return a.runMCP(cmd, f)
 		},
 	}
+	cmd.AddCommand(a.mcpKeysCmd())
 	fl := cmd.Flags()
 	fl.StringVar(&f.http, "http", "", "serve streamable HTTP on ADDR (default mcp.listen) instead of stdio")
 	fl.Lookup("http").NoOptDefVal = httpFromConfig
 	fl.StringVar(&f.token, "token", "", "bearer token HTTP clients must send (prefer $"+mcpserver.TokenEnv+")")
 	fl.BoolVar(&f.keepSessions, "keep-sessions", false, "keep each MCP session's sandbox session (files, jobs, shell state) after it ends")
 	fl.StringVar(&f.session, "session", "", "serve every client from the kept sandbox session mcp-NAME, so a client can reattach to it after a reconnect or a restart")
+	fl.BoolVar(&f.insecureHTTP, "insecure-http", false, "serve bearer keys over plain HTTP on a non-loopback address (only behind a proxy that terminates TLS)")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "end an HTTP session, and its sandbox session, after this long without requests (default mcp.session_idle_timeout; 0 = never)")
 	return cmd
 }
@@ -97,6 +99,15 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		if err := mcpserver.CheckListen(addr, token); err != nil {
 			return usageError{err}
 		}
+		keys, err := mcpserver.ReadKeys(mcpserver.KeysPath(a.configPath()))
+		if err != nil {
+			return err
+		}
+		if token != "" || len(keys) > 0 {
+			if err := mcpserver.CheckTransport(addr, cfg.MCP.TLSCert != "", f.insecureHTTP); err != nil {
+				return usageError{err}
+			}
+		}
 	} else if cmd.Flags().Changed("token") {
 		return usagef("mcp: --token applies to --http only; stdio needs none")
 	}
@@ -115,6 +126,12 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 	}
 	defer b.Close()
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	keysFile := mcpserver.KeysPath(a.configPath())
+	if addr != "" {
+		// A shared server's log is read by machines: one JSON object a line, with the key
+		// and the request id of each request.
+		logger = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
 	srv, err := mcpserver.New(mcpserver.Options{
 		Backend:        b,
 		Config:         cfg,
@@ -124,6 +141,8 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		MaxSessions:    cfg.MCP.MaxSessions,
 		Version:        Version,
 		Logger:         logger,
+		KeysFile:       keysFile,
+		InsecureHTTP:   f.insecureHTTP,
 	})
 	if err != nil {
 		return err
@@ -131,12 +150,15 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 	defer srv.Close()
 
 	if addr == "" {
-		return srv.Serve(ctx, &mcp.IOTransport{Reader: readCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
+		return srv.Serve(ctx, &mcpserver.LineTransport{Reader: readCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
 	}
 	return srv.ListenAndServe(ctx, addr, token, func(bound net.Addr) {
 		auth := "no token (loopback only)"
 		if token != "" {
 			auth = "bearer token required"
+		}
+		if keys, _ := mcpserver.ReadKeys(keysFile); len(keys) > 0 {
+			auth = fmt.Sprintf("%d access keys; a key or the admin token required", len(keys))
 		}
 		fmt.Fprintf(a.stderr, "hermes-sandbox: MCP server on %s (backend %s; %s)\n", listenURL(addr, bound), b.Name(), auth)
 	})

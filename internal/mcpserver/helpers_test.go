@@ -38,6 +38,8 @@ type envOptions struct {
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
 	secrets      []string      // values the gate redacts from output
+	keysFile     string        // Options.KeysFile
+	drain        time.Duration // Options.DrainTimeout
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -83,7 +85,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		})
 	}
 	srv, err := mcpserver.New(mcpserver.Options{Backend: e.backend, Config: e.cfg, KeepSessions: o.keepSessions,
-		SessionTimeout: o.idle, Version: "test"})
+		SessionTimeout: o.idle, Version: "test", KeysFile: o.keysFile, DrainTimeout: o.drain})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -75,6 +76,17 @@ type Options struct {
 	Version string
 	// Logger may be nil (discard).
 	Logger *slog.Logger
+
+	// KeysFile is the access keys file (KeysPath); "" means no keys. Once it holds a key,
+	// every HTTP request needs a key or the admin token.
+	KeysFile string
+	// DrainTimeout is how long ListenAndServe lets running tool calls finish once its
+	// context is done; 0 means Config's mcp.drain_timeout.
+	DrainTimeout time.Duration
+	// TLSCert and TLSKey make ListenAndServe serve HTTPS; default Config's mcp.tls_*.
+	TLSCert, TLSKey string
+	// InsecureHTTP allows a bearer key over plain HTTP on a non-loopback address.
+	InsecureHTTP bool
 }
 
 // Server serves one backend over MCP. It is safe for concurrent use; Close ends every session.
@@ -92,6 +104,14 @@ type Server struct {
 	// transports names the transport of sessions served through Serve ("stdio", …).
 	transports map[*mcp.ServerSession]string // guarded by mu
 	wg         sync.WaitGroup                // one per session watcher
+
+	keys     *keyStore // nil without Options.KeysFile
+	binds    bindings
+	limits   limiter
+	metrics  *metrics
+	inflight inflightCounter
+	posts    inflightCounter // HTTP POSTs being answered
+	draining atomic.Bool
 }
 
 // New builds a server for opts.Backend. It starts nothing: call Serve, Handler or
@@ -126,6 +146,14 @@ func New(opts Options) (*Server, error) {
 		log:        log.With("component", "mcp", "backend", opts.Backend.Name()),
 		sessions:   map[*mcp.ServerSession]*session{},
 		transports: map[*mcp.ServerSession]string{},
+		metrics:    newMetrics(),
+	}
+	if opts.KeysFile != "" {
+		ks, err := newKeyStore(opts.KeysFile)
+		if err != nil {
+			return nil, err
+		}
+		s.keys = ks
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "hermes-sandbox", Title: "Hermes Sandbox", Version: version},
 		&mcp.ServerOptions{
@@ -136,7 +164,7 @@ func New(opts Options) (*Server, error) {
 			Capabilities: &mcp.ServerCapabilities{},
 		})
 	s.addTools()
-	s.mcp.AddReceivingMiddleware(s.hideDisabled)
+	s.mcp.AddReceivingMiddleware(s.hideDisabled, s.keyGate)
 	return s, nil
 }
 
@@ -178,7 +206,7 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 // transportName names a transport for the audit log.
 func transportName(t mcp.Transport) string {
 	switch t.(type) {
-	case *mcp.StdioTransport, *mcp.IOTransport:
+	case *mcp.StdioTransport, *mcp.IOTransport, *LineTransport:
 		return "stdio"
 	case *mcp.InMemoryTransport:
 		return "in-memory"
@@ -203,6 +231,7 @@ func (s *Server) Close() error {
 type session struct {
 	ss   *mcp.ServerSession
 	name string
+	key  string // the key that opened it, for the active-sessions gauge
 
 	openMu sync.Mutex      // serialises opening the sandbox session
 	sb     sandbox.Session // guarded by openMu
@@ -236,8 +265,9 @@ func (s *Server) acquire(ctx context.Context, ss *mcp.ServerSession) (*session, 
 			name = SessionPrefix + s.opts.SessionName
 		}
 		st = &session{ss: ss, name: name, cancels: map[int]context.CancelFunc{},
-			done: make(chan struct{})}
+			done: make(chan struct{}), key: identityFrom(ctx).name}
 		s.sessions[ss] = st
+		s.metrics.sessions.WithLabelValues(st.key).Inc()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -313,6 +343,7 @@ func (s *Server) endSession(ss *mcp.ServerSession) {
 		s.mu.Lock()
 		delete(s.sessions, ss)
 		s.mu.Unlock()
+		s.metrics.sessions.WithLabelValues(st.key).Dec()
 	})
 	<-st.done
 }
@@ -360,10 +391,14 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest) (sandbox.Se
 		release()
 		return nil, nil, nil, fmt.Errorf("open sandbox session %s on %s: %w", st.name, s.backend.Name(), err)
 	}
-	if canElicit(req.Session) {
+	who := identityFrom(ctx)
+	switch {
+	case who.key != nil && who.key.Approvals == KeyApprovalsDeny:
+		cctx = gate.WithApprover(cctx, denyApprover{})
+	case canElicit(req.Session):
 		cctx = gate.WithApprover(cctx, &elicitApprover{ss: req.Session})
 	}
-	cctx = gate.WithCaller(cctx, gate.Caller{Client: clientName(req.Session), Transport: s.transportOf(req.Session)})
+	cctx = gate.WithCaller(cctx, gate.Caller{Client: clientName(req.Session), Transport: s.transportOf(req.Session), Key: who.name})
 	return sb, cctx, release, nil
 }
 

@@ -1,0 +1,111 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hermes-sandbox/hermes-sandbox/gate"
+)
+
+// metrics are the server's Prometheus metrics. Labels name keys, never sessions: a session
+// id per label would grow the series without bound.
+type metrics struct {
+	reg      *prometheus.Registry
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	denials  *prometheus.CounterVec
+	quotas   *prometheus.CounterVec
+	sessions *prometheus.GaugeVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_sandbox_mcp_tool_calls_total",
+			Help: "MCP tool calls by key, tool, backend, verdict (allowed, refused, error) and exit class (0, nonzero, timeout, none).",
+		}, []string{"key", "tool", "backend", "verdict", "exit_class"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hermes_sandbox_mcp_tool_call_duration_seconds",
+			Help:    "Duration of MCP tool calls, from the request reaching the server to its answer.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"key", "tool", "backend"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_sandbox_mcp_gate_denials_total",
+			Help: "Tool calls the policy gate refused, by key and reason (hardline, denied, no-approver, …).",
+		}, []string{"key", "reason"}),
+		quotas: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_sandbox_mcp_quota_rejections_total",
+			Help: "Requests refused because their key was at a limit (max_sessions, max_concurrent, rate).",
+		}, []string{"key", "limit"}),
+		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hermes_sandbox_mcp_active_sessions",
+			Help: "MCP sessions holding a sandbox session, by key.",
+		}, []string{"key"}),
+	}
+	m.reg.MustRegister(m.calls, m.duration, m.denials, m.quotas, m.sessions,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) quota(key, limit string) { m.quotas.WithLabelValues(key, limit).Inc() }
+
+// observe records one finished tool call.
+func (m *metrics) observe(key, tool, backend string, d time.Duration, res mcp.Result, err error) {
+	verdict, exit := "allowed", "none"
+	if cr, ok := res.(*mcp.CallToolResult); ok && cr != nil {
+		var re *gate.RefusedError
+		switch {
+		case errors.As(cr.GetError(), &re):
+			verdict = "refused"
+			m.denials.WithLabelValues(key, re.Reason).Inc()
+		case cr.IsError:
+			verdict = "error"
+		default:
+			exit = exitClass(cr)
+		}
+	} else if err != nil {
+		verdict = "error"
+	}
+	m.calls.WithLabelValues(key, tool, backend, verdict, exit).Inc()
+	m.duration.WithLabelValues(key, tool, backend).Observe(d.Seconds())
+}
+
+// exitClass reads a terminal result's exit code: 0, nonzero, timeout, or none (no command ran
+// to an end: another tool, or a background job).
+func exitClass(cr *mcp.CallToolResult) string {
+	var out struct {
+		ExitCode *int `json:"exit_code"`
+		TimedOut bool `json:"timed_out"`
+	}
+	var data []byte
+	switch v := cr.StructuredContent.(type) {
+	case json.RawMessage:
+		data = v
+	case nil:
+		return "none"
+	default:
+		data, _ = json.Marshal(v)
+	}
+	if json.Unmarshal(data, &out) != nil || out.ExitCode == nil {
+		return "none"
+	}
+	switch {
+	case out.TimedOut:
+		return "timeout"
+	case *out.ExitCode == 0:
+		return "0"
+	}
+	return "nonzero"
+}
