@@ -49,6 +49,11 @@ func dockerPoolEnv(t *testing.T, poolSize int) (*env, *client.Client, string) {
 			}
 			if time.Now().After(deadline) {
 				t.Errorf("left behind after the owner exited: containers %v, volumes %v", ctrs, vols)
+				logs, _ := filepath.Glob(filepath.Join(e.ownersDir(), "*.log"))
+				for _, l := range logs {
+					data, _ := os.ReadFile(l)
+					t.Logf("owner log %s:\n%s", l, data)
+				}
 				testenv.RemoveLabelled("hermes-sandbox.scope", scope)
 				return
 			}
@@ -240,7 +245,9 @@ func TestEphemeralConcurrentCLIRuns(t *testing.T) {
 			cmd := e.command(t, "exec", "--ephemeral", "-c", "hostname; echo task-"+fmt.Sprint(i))
 			var out, errb strings.Builder
 			cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, strings.NewReader("")
-			cmd.WaitDelay = time.Second
+			// Bounds the wait for pipes held by something the task left running; generous, as a
+			// loaded machine can be slow to drain them.
+			cmd.WaitDelay = 30 * time.Second
 			done := make(chan error, 1)
 			if err := cmd.Start(); err != nil {
 				errs <- err.Error()
