@@ -268,6 +268,11 @@ func (a *app) benchEphemeral(ctx context.Context, cfg *config.Config, n, j, roun
 		out.Baseline = label
 		out.BaselineRounds = append(out.BaselineRounds, float64(k)/time.Since(t).Seconds())
 		allBase = append(allBase, bds...)
+		if !asJSON {
+			// A long run on a loaded machine shows its progress round by round.
+			fmt.Fprintf(a.stderr, "round %d of %d: %d tasks: %.2f tasks/s; baseline %.2f tasks/s\n",
+				r+1, rounds, k, out.RoundRates[r], out.BaselineRounds[r])
+		}
 	}
 	out.TasksPerSecond, out.TaskP50MS = median(out.RoundRates), ms(pct(all, 50))
 	if hasBaseline {
