@@ -172,22 +172,30 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 			return err
 		}
 	}
-	if code, handled := a.useOwner(cfg, ephemeral); handled {
+	if code, handled := a.useOwner(cfg); handled {
 		if code != 0 {
 			return exitError{code}
 		}
 		return nil
 	}
 	open := a.openSession
-	if a.pool != nil && !ephemeral {
+	switch {
+	case a.pool != nil && ephemeral:
+		open = a.openPooledEphemeral
+	case a.pool != nil:
 		open = a.openPooledSession
+	case ephemeral:
+		// A process of its own runs one command: a warm pool of docker.pool_size containers
+		// would be made for it and thrown away with the process (the owner keeps one).
+		cfg.Docker.PoolSize = 0
 	}
 	ctx, b, sess, done, err := open(ctx, cfg, f.session)
 	if err != nil {
 		return err
 	}
 	if ephemeral {
-		// The sandbox goes when the command ends, whatever happened (also on Ctrl-C).
+		// The sandbox goes when the command ends, whatever happened (also on Ctrl-C or when
+		// the owner's client goes).
 		m, ok := b.(sandbox.SessionManager)
 		if !ok {
 			done()
@@ -195,13 +203,27 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 		}
 		name := f.session
 		closeAll := done
-		done = func() {
+		remove := func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			sess.Close()
-			if err := m.Remove(rctx, name); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			err := m.Remove(rctx, name)
+			switch {
+			case err == nil || errors.Is(err, sandbox.ErrNotFound):
+			case a.pool != nil: // the client has gone by now
+				a.pool.logger.Warn("owner: could not remove an ephemeral sandbox (`hermes-sandbox gc` removes it)", "session", name, "err", err)
+			default:
 				fmt.Fprintf(a.stderr, "hermes-sandbox: could not remove the ephemeral sandbox %s: %v (`hermes-sandbox gc` removes it)\n", name, err)
 			}
+		}
+		done = func() {
+			sess.Close()
+			if a.pool != nil {
+				// In an owner, the client has its result before the sandbox is gone: the
+				// owner removes it in the background (its exit waits for that).
+				a.pool.later(func() { remove(); closeAll() })
+				return
+			}
+			remove()
 			closeAll()
 		}
 	}

@@ -88,7 +88,7 @@ func (a *app) serveCall(ctx context.Context, r *daemon.Request, pool *sessionPoo
 // owner, it declines when owners are switched off (the client then runs the call itself).
 // In the binary, it hands the call to the session's owner, starting one if needed; handled
 // is false when the call is to run in this process.
-func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bool) {
+func (a *app) useOwner(cfg *config.Config) (code int, handled bool) {
 	if a.req != nil {
 		if cfg.Terminal.KeepAlive <= 0 {
 			a.declined = "terminal.keep_alive is 0"
@@ -105,7 +105,7 @@ func (a *app) useOwner(cfg *config.Config, ephemeral bool) (code int, handled bo
 		a.req.Started()
 		return 0, false
 	}
-	if !a.owners || cfg.Terminal.KeepAlive <= 0 || ephemeral {
+	if !a.owners || cfg.Terminal.KeepAlive <= 0 {
 		return 0, false
 	}
 	h, err := owner.NewHello(a.args, a.environ, isTerminal(a.stdin))

@@ -25,6 +25,19 @@ type sessionPool struct {
 	mu      sync.Mutex
 	keep    time.Duration         // guarded by mu; the latest terminal.keep_alive
 	entries map[string]*poolEntry // guarded by mu; by backend choice and settings
+
+	// pending is the work left after calls have answered (removing ephemeral sandboxes);
+	// close waits for it before it closes the backends.
+	pending sync.WaitGroup
+}
+
+// later runs f after the call that asked has answered its client; close waits for it.
+func (p *sessionPool) later(f func()) {
+	p.pending.Add(1)
+	go func() {
+		defer p.pending.Done()
+		f()
+	}()
 }
 
 func newSessionPool(keep time.Duration, logger *slog.Logger) *sessionPool {
@@ -303,7 +316,10 @@ func (p *sessionPool) sweep(all bool) {
 	}
 }
 
-func (p *sessionPool) close() { p.sweep(true) }
+func (p *sessionPool) close() {
+	p.pending.Wait()
+	p.sweep(true)
+}
 
 // openPooledSession is openSession in a session owner: the backend and the session come warm
 // from the pool, and the gate, approvals and audit are this call's own, as in any run.
@@ -319,6 +335,29 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 		return ctx, nil, nil, nil, err
 	}
 	opts.Sessions = e
+	b := gate.Wrap(e.backend, opts)
+	ctx, sess, done, err := a.openApproved(ctx, b, name, release)
+	if err != nil {
+		return ctx, nil, nil, nil, err
+	}
+	return ctx, b, sess, done, nil
+}
+
+// openPooledEphemeral is openPooledSession for an ephemeral run: the warm backend (with its
+// pool of ready sandboxes, docker.pool_size) gives this call a sandbox of its own, which is
+// not kept warm for anyone else: the caller removes it when the command ends.
+func (a *app) openPooledEphemeral(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
+	e, err := a.pool.entry(ctx, a, cfg)
+	if err != nil {
+		return ctx, nil, nil, nil, err
+	}
+	release := func() { e.done(a.stderr) }
+	opts, err := a.gateOptions(cfg, e.backend)
+	if err != nil {
+		release()
+		return ctx, nil, nil, nil, err
+	}
+	// No opts.Sessions: the session is opened for this call and closed by it.
 	b := gate.Wrap(e.backend, opts)
 	ctx, sess, done, err := a.openApproved(ctx, b, name, release)
 	if err != nil {

@@ -1,0 +1,289 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/agentbin"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv/dockerimage"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// dockerPoolEnv is an isolated user whose execs run in docker with a warm pool of poolSize
+// containers, and the engine and this user's scope (the label value its containers carry).
+// When the test ends, after its session owners have been stopped, nothing of the scope may
+// be left: not a container, not a volume.
+func dockerPoolEnv(t *testing.T, poolSize int) (*env, *client.Client, string) {
+	t.Helper()
+	img := dockerimage.Busybox(t, "ephemeral runs from the owner's warm pool", testenv.DefaultRootfs)
+	cli := testenv.Docker(t)
+	e := newEnv(t)
+	e.environ = append(e.environ, "HERMES_SANDBOX_TERMINAL_BACKEND=docker", "HERMES_SANDBOX_DOCKER_IMAGE="+img,
+		"HERMES_SANDBOX_DOCKER_USER=", "HERMES_SANDBOX_DOCKER_CWD=/workspace",
+		fmt.Sprintf("HERMES_SANDBOX_DOCKER_POOL_SIZE=%d", poolSize), agentbin.EnvVar+"="+os.Getenv(agentbin.EnvVar))
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		e.environ = append(e.environ, "DOCKER_HOST="+h)
+	}
+	sc, err := sandbox.NewScope(filepath.Join(e.dir, "state", "hermes-sandbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := sc.ID()
+	// Registered before the owners' stop (which the first command registers), so it runs after.
+	t.Cleanup(func() {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ctrs, vols := scopeObjects(t, cli, scope)
+			if len(ctrs)+len(vols) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("left behind after the owner exited: containers %v, volumes %v", ctrs, vols)
+				logs, _ := filepath.Glob(filepath.Join(e.ownersDir(), "*.log"))
+				for _, l := range logs {
+					data, _ := os.ReadFile(l)
+					t.Logf("owner log %s:\n%s", l, data)
+				}
+				testenv.RemoveLabelled("hermes-sandbox.scope", scope)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	return e, cli, scope
+}
+
+// scopeObjects lists the names of the containers and volumes of scope.
+func scopeObjects(t *testing.T, cli *client.Client, scope string) (ctrs, vols []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := client.Filters{}.Add("label", "hermes-sandbox.scope="+scope)
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	for _, c := range list.Items {
+		ctrs = append(ctrs, strings.TrimPrefix(c.Names[0], "/"))
+	}
+	vl, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		t.Fatalf("list volumes: %v", err)
+	}
+	for _, v := range vl.Items {
+		vols = append(vols, v.Name)
+	}
+	return ctrs, vols
+}
+
+// waitOwnedEphemeralsGone waits until the scope has no container but unclaimed pool members
+// (a claimed one is renamed to its session's name) and no volume but theirs.
+func waitOwnedEphemeralsGone(t *testing.T, cli *client.Client, scope string) {
+	t.Helper()
+	var left []string
+	waitFor(t, "the ephemeral sandboxes to be removed", 2*time.Minute, func() bool {
+		left = left[:0]
+		ctrs, vols := scopeObjects(t, cli, scope)
+		for _, n := range append(ctrs, vols...) {
+			if !strings.HasPrefix(n, "hermes-pool-") {
+				left = append(left, n)
+			}
+		}
+		return len(left) == 0
+	})
+}
+
+// warmPoolOwner runs two ephemeral execs, which start the environment's owner (an owner
+// starts at the second exec), and checks that one runs.
+func (e *env) warmPoolOwner(t *testing.T) {
+	t.Helper()
+	for range 2 {
+		if code, out, errOut := e.execBin(t, "", nil, "exec", "--ephemeral", "--", "true"); code != 0 {
+			t.Fatalf("exec --ephemeral -- true: %d %q %q", code, out, errOut)
+		}
+	}
+	if pids := e.ownerPids(t); len(pids) != 1 {
+		t.Fatalf("owners after two ephemeral execs: %v; want one", pids)
+	}
+}
+
+// TestEphemeralPoolMemberCarriesNothing: an ephemeral exec through the owner gets a member
+// of the warm pool (proved from the engine while the task runs), and the next task sees
+// nothing the first left: a file in /workspace and in /tmp, a background process, an
+// exported variable. The member is as hardened as a fresh sandbox, and gone afterwards.
+func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
+	e, cli, scope := dockerPoolEnv(t, 1)
+	e.warmPoolOwner(t)
+
+	const marker = "6173" // the background process is `sleep 6173`: findable in /proc
+	// procs counts the processes whose command line is exactly `sleep 6173`.
+	procs := `procs() { for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep -c '^sleep ` + marker + ` $'; }; `
+	first := e.command(t, "exec", "--ephemeral", "-c", procs+
+		`echo secret >/workspace/carry && echo secret >/tmp/carry && export CARRY=secret && `+
+		`(setsid sleep `+marker+` </dev/null >/dev/null 2>&1 &) && `+
+		// The test's own deadline bounds this wait for the process to show up.
+		`until [ "$(procs)" != 0 ]; do sleep 0.05; done; hostname && `+
+		`cat /workspace/carry /tmp/carry && echo "env=$CARRY" && procs && echo ready && read go && echo "go=$go"`)
+	stdin, err := first.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	first.Stderr = &errb
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Process.Kill()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var seen []string
+	timeout := time.After(2 * time.Minute)
+	for len(seen) == 0 || seen[len(seen)-1] != "ready" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				first.Wait()
+				t.Fatalf("the first task ended before it was ready: %q %q", seen, errb.String())
+			}
+			seen = append(seen, l)
+		case <-timeout:
+			t.Fatalf("the first task is not ready after 2 minutes: %q %q", seen, errb.String())
+		}
+	}
+	// What the checks below look for is there while the first task runs.
+	if len(seen) != 6 || seen[1] != "secret" || seen[2] != "secret" || seen[3] != "env=secret" || strings.TrimSpace(seen[4]) == "0" {
+		t.Fatalf("the first task saw %q; want its hostname, both files, its variable and its process", seen)
+	}
+	host := seen[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := cli.ContainerInspect(ctx, host, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect the first task's container %s: %v", host, err)
+	}
+	if role := info.Container.Config.Labels["hermes-sandbox.role"]; role != "pool" {
+		t.Errorf("the first task's container has role %q; want a member of the warm pool", role)
+	}
+	fmt.Fprintln(stdin, "yes")
+	stdin.Close()
+	if err := first.Wait(); err != nil {
+		t.Fatalf("the first task: %v %q", err, errb.String())
+	}
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	if len(rest) != 1 || rest[0] != "go=yes" {
+		t.Errorf("the first task's end: %q; want go=yes", rest)
+	}
+
+	code, out, errOut := e.execBin(t, "", nil, "exec", "--ephemeral", "-c", procs+
+		`hostname; ls -A /workspace /tmp; echo "env=${CARRY-unset}"; `+
+		`echo "procs=$(procs)"; `+
+		`grep CapEff /proc/self/status; ls /sys/class/net; touch /rootfs-probe 2>&1 || echo ro-root; `+
+		`touch /workspace/w /tmp/t && echo writable`)
+	if code != 0 {
+		t.Fatalf("the second task: %d %q %q", code, out, errOut)
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	if got[0] == host {
+		t.Errorf("the second task ran in the first task's container %s", host)
+	}
+	for _, bad := range []string{"carry", "env=secret"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the second task sees %q of the first: %q", bad, out)
+		}
+	}
+	for _, want := range []string{"env=unset", "procs=0", "CapEff:\t0000000000000000", "\nlo\n", "ro-root", "writable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the second task's output lacks %q: %q", want, out)
+		}
+	}
+	if strings.Contains(out, "eth0") {
+		t.Errorf("the second task has a network interface: %q", out)
+	}
+	waitOwnedEphemeralsGone(t, cli, scope)
+	if _, err := cli.ContainerInspect(ctx, host, client.ContainerInspectOptions{}); err == nil {
+		t.Errorf("the first task's container %s still exists", host)
+	}
+}
+
+// TestEphemeralConcurrentCLIRuns: 50 `exec --ephemeral` processes at once share one owner's
+// pool; every one succeeds in a sandbox of its own, and none is left when they are done.
+func TestEphemeralConcurrentCLIRuns(t *testing.T) {
+	e, cli, scope := dockerPoolEnv(t, 4)
+	e.warmPoolOwner(t)
+	owners := e.ownerPids(t)
+	const n = 50
+	hosts := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := e.command(t, "exec", "--ephemeral", "-c", "hostname; echo task-"+fmt.Sprint(i))
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr, cmd.Stdin = &out, &errb, strings.NewReader("")
+			// Bounds the wait for pipes held by something the task left running; generous, as a
+			// loaded machine can be slow to drain them.
+			cmd.WaitDelay = 30 * time.Second
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				errs <- err.Error()
+				return
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+				if err != nil || len(lines) != 2 || lines[1] != fmt.Sprint("task-", i) {
+					errs <- fmt.Sprintf("task %d: %v %q %q", i, err, out.String(), errb.String())
+					return
+				}
+				hosts[i] = lines[0]
+			case <-time.After(5 * time.Minute):
+				cmd.Process.Kill()
+				errs <- fmt.Sprintf("task %d still runs after 5 minutes", i)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	distinct := map[string]bool{}
+	for _, h := range hosts {
+		if h != "" {
+			distinct[h] = true
+		}
+	}
+	if len(distinct) != n {
+		t.Errorf("%d distinct sandboxes for %d tasks; want one each", len(distinct), n)
+	}
+	if got := e.ownerPids(t); len(got) != 1 || got[0] != owners[0] {
+		t.Errorf("owners after the tasks: %v; want the one from before (%v)", got, owners)
+	}
+	waitOwnedEphemeralsGone(t, cli, scope)
+}
