@@ -51,6 +51,7 @@ type Backend struct {
 
 	resolver      egress.Resolver // Section.EgressResolver
 	allowLoopback bool
+	brokering     egress.Brokering // Section.Brokering (secrets.go)
 
 	nsFailed  atomic.Bool // a session start could not make the namespaces (auto ran without them)
 	probeOnce sync.Once
@@ -80,6 +81,8 @@ type Section struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
+	// Brokering is secrets.broker and the egress section (with local.network allowlist).
+	Brokering egress.Brokering
 	// NoNamespaces runs the helper in this process with Landlock alone, as on a machine
 	// without user namespaces (tests of that layer on its own).
 	NoNamespaces bool
@@ -125,6 +128,7 @@ func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) 
 
 		resolver:      sec.EgressResolver,
 		allowLoopback: sec.EgressAllowLoopback,
+		brokering:     sec.Brokering,
 	}
 	if err := b.setConfinement(sec); err != nil {
 		return nil, err
@@ -231,6 +235,10 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
+	pass, err := b.sessionEnv(name) // secrets.go
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
@@ -241,7 +249,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger,
-		Passthrough: b.opts.PassthroughMap()}), nil
+		Passthrough: pass}), nil
 }
 
 // startInProcess runs the session's helper in this process: commands are confined by
