@@ -2,6 +2,7 @@ package egress
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -18,6 +19,8 @@ type Brokering struct {
 	Secrets      []Secret
 	Hosts        map[string]netip.Addr
 	AllowPrivate []netip.Prefix
+	// UpstreamRoots verifies intercepted hosts' servers (nil: this host's trust); tests set it.
+	UpstreamRoots *x509.CertPool
 }
 
 // BrokeringOf resolves the configuration's brokered secrets (values from secrets.yaml or
@@ -70,7 +73,7 @@ func RefuseBrokering(c *config.Config, backend, why string) error {
 
 // Apply sets the proxy options that come from the egress section.
 func (g Brokering) Apply(o *Options) {
-	o.Hosts, o.AllowPrivate = g.Hosts, g.AllowPrivate
+	o.Hosts, o.AllowPrivate, o.UpstreamRoots = g.Hosts, g.AllowPrivate, g.UpstreamRoots
 }
 
 // Broker returns session's broker, its state kept in dir; nil when no secret is brokered.

@@ -1,0 +1,121 @@
+package local_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/egresstest"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
+
+// TestBrokeredSecret runs a local session with local.network allowlist and a brokered secret:
+// the session's variable holds a placeholder; python3 urllib's request to the secret's host
+// (HTTPS, trusting the session's CA through SSL_CERT_FILE) arrives with the real value; the
+// placeholder sent to another allowed host arrives unchanged and is audited; the real value
+// is nowhere in the session's environment, files or the audit events; another session's
+// placeholder differs.
+func TestBrokeredSecret(t *testing.T) {
+	egressNetwork(t)
+	// Made at run time, so that the test binary does not hold it.
+	real := "ghp_" + sandbox.RandomHex(16)
+	in := egresstest.New(t)
+	ca := egresstest.NewCA(t)
+	api := &egresstest.Recorder{}
+	apiSrv := ca.Server(t, "api.brokered.test", api)
+	ap, pp := egresstest.Port(apiSrv), egresstest.Port(in.Pypi)
+
+	root, err := os.MkdirTemp("/var/tmp", "hermes-local-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	work := filepath.Join(root, "work")
+	must(t, os.MkdirAll(work, 0o755))
+	cfg := config.NewConfig()
+	cfg.Terminal.Cwd = work
+	cfg.Local.Confine = config.ConfineStrict
+	cfg.Local.Network = config.LocalNetworkAllowlist
+	cfg.Local.EgressAllow = []string{fmt.Sprintf("api.brokered.test:%d", ap), fmt.Sprintf("pypi.test:%d", pp)}
+	cfg.Secrets.Broker = config.BrokerList{{Name: "GITHUB_TOKEN", Hosts: []string{"api.brokered.test"}}}
+	cfg.Secrets.Values = config.SecretValues{"GITHUB_TOKEN": real}
+	cfg.Egress.Hosts = map[string]string{"api.brokered.test": "127.0.0.1"}
+	cfg.Egress.AllowPrivate = []string{"127.0.0.0/8"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := egress.BrokeringOf(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.UpstreamRoots = ca.Pool()
+	sec := local.SectionOf(cfg)
+	sec.EgressResolver = in.Resolver
+	sec.Brokering = g
+	b, err := local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(root, "state"),
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, Logger: testenv.Logger()}))
+	if err != nil {
+		t.Fatalf("NewWith() = %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	log := &egresstest.Log{}
+	b.(sandbox.EgressObserver).ObserveEgress(log.Add)
+	sess := testenv.Open(t, b, "broker")
+	run := func(script string) *sandbox.Result { return testenv.Run(t, sess, script) }
+
+	ph := strings.TrimSpace(run(`printf %s "$GITHUB_TOKEN"`).Stdout)
+	if !strings.HasPrefix(ph, egress.PlaceholderPrefix) {
+		t.Fatalf("$GITHUB_TOKEN in the session = %q; want a placeholder", ph)
+	}
+	if res := run(`test -r "$SSL_CERT_FILE" && grep -c 'BEGIN CERTIFICATE' "$SSL_CERT_FILE" && ! grep -q 'PRIVATE KEY' "$SSL_CERT_FILE"`); res.ExitCode != 0 {
+		t.Errorf("SSL_CERT_FILE is not a readable bundle without a key: %q %q", res.Stdout, res.Stderr)
+	}
+	py := func(url string) string {
+		return fmt.Sprintf(`python3 -c "import os,sys,urllib.request
+r=urllib.request.Request('%s',headers={'Authorization':'Bearer '+os.environ['GITHUB_TOKEN']})
+try:
+    sys.stdout.write(urllib.request.urlopen(r,timeout=10).read().decode())
+except Exception as e:
+    sys.stderr.write(str(e)); sys.exit(1)"`, url)
+	}
+	if res := run(py(fmt.Sprintf("https://api.brokered.test:%d/user", ap))); res.ExitCode != 0 || res.Stdout != "ok\n" {
+		t.Fatalf("python3 urllib to the brokered host = exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if seen := api.Seen(); len(seen) != 1 || seen[0].Get("Authorization") != "Bearer "+real {
+		t.Errorf("the brokered host saw %v; want Authorization: Bearer <the real value>", seen)
+	}
+	// Another allowed host gets the placeholder unchanged, and the audit says so.
+	if res := run(py(fmt.Sprintf("http://pypi.test:%d/simple/", pp))); res.ExitCode != 0 {
+		t.Errorf("request to pypi.test = exit %d %q", res.ExitCode, res.Stderr)
+	}
+	if ev := log.Wait(t, "pypi.test", "allowed"); !strings.Contains(ev.Reason, "possible exfiltration") || !strings.Contains(ev.Reason, "GITHUB_TOKEN") {
+		t.Errorf("pypi.test event = %+v; want a possible exfiltration of GITHUB_TOKEN", ev)
+	}
+	// The real value is in no variable, no file the session can read in its workspace, home,
+	// or bundle, and no process's environment or argv. The scripts build
+	// it from two halves, so that it never enters the session through a command either.
+	find := `p=` + real[:8] + `; p="$p"` + real[8:] + `; `
+	if res := run(find + `env | grep -F -e "$p"; grep -rlF -e "$p" . "$HOME" "$SSL_CERT_FILE" 2>/dev/null; true`); strings.TrimSpace(res.Stdout) != "" {
+		t.Errorf("the real value is visible in the session: %q", res.Stdout)
+	}
+	res := run(find + `n=0; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do n=$((n+1)); c=$(tr '\0' '\n' < "$f" 2>/dev/null); case "$c" in *"$p"*) echo "$f";; esac; done; echo "checked $n"`)
+	if !strings.HasPrefix(res.Stdout, "checked ") || res.Stdout == "checked 0\n" {
+		t.Errorf("the process check found %q; want no process holding the real value (and some checked)", res.Stdout)
+	}
+	for _, ev := range log.All() {
+		if strings.Contains(fmt.Sprintf("%+v", ev), real) {
+			t.Errorf("an egress event holds the real value: %+v", ev)
+		}
+	}
+	// Another session has another placeholder.
+	other := testenv.Open(t, b, "broker2")
+	if ph2 := strings.TrimSpace(testenv.Run(t, other, `printf %s "$GITHUB_TOKEN"`).Stdout); ph2 == ph || !strings.HasPrefix(ph2, egress.PlaceholderPrefix) {
+		t.Errorf("session broker2's placeholder %q; want another placeholder than %q", ph2, ph)
+	}
+}
