@@ -50,3 +50,26 @@ func (b *Backend) sessionEnv(session string) (map[string]string, error) {
 	}
 	return env, nil
 }
+
+// BrokersSecrets reports whether this backend's settings let it broker secrets
+// (docker.network allowlist: its proxy runs), and says so for doctor.
+func (b *Backend) BrokersSecrets() (bool, string) {
+	if b.network() != config.NetworkAllowlist {
+		return false, "not available: docker.network is " + string(b.network()) + ", and only allowlist runs the egress proxy"
+	}
+	return true, "brokered at the egress proxy: " + brokeredNames(b.extra.Brokering)
+}
+
+func brokeredNames(g egress.Brokering) string {
+	if len(g.Secrets) == 0 {
+		return "none configured (hermes-sandbox secrets add NAME --host HOST)"
+	}
+	s := ""
+	for i, x := range g.Secrets {
+		if i > 0 {
+			s += ", "
+		}
+		s += x.Name
+	}
+	return s
+}

@@ -74,3 +74,22 @@ func ownedByMe(st os.FileInfo) bool {
 	s, ok := st.Sys().(*syscall.Stat_t)
 	return !ok || int(s.Uid) == os.Getuid()
 }
+
+// BrokersSecrets reports whether this backend's settings let it broker secrets
+// (local.network allowlist: its proxy runs), and says so for doctor.
+func (b *Backend) BrokersSecrets() (bool, string) {
+	if b.network != config.LocalNetworkAllowlist {
+		return false, "not available: local.network is " + string(b.network) + ", and only allowlist runs the egress proxy"
+	}
+	if len(b.brokering.Secrets) == 0 {
+		return true, "brokered at the egress proxy: none configured (hermes-sandbox secrets add NAME --host HOST)"
+	}
+	names := ""
+	for i, x := range b.brokering.Secrets {
+		if i > 0 {
+			names += ", "
+		}
+		names += x.Name
+	}
+	return true, "brokered at the egress proxy: " + names
+}

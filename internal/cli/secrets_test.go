@@ -92,3 +92,24 @@ func TestSecretsAddRefuses(t *testing.T) {
 		t.Errorf("a refused add wrote secrets.yaml")
 	}
 }
+
+// TestSecretsDoctorAndRefusal: doctor says where brokering is not available, and a backend
+// that cannot broker refuses to run while secrets.broker has entries, rather than pass the
+// value in.
+func TestSecretsDoctorAndRefusal(t *testing.T) {
+	e := newEnv(t)
+	e.mustRun("config", "set", "sandbox", "local")
+	e.mustRun("config", "set", "local.network", "host")
+	out := e.mustRun("doctor")
+	if !strings.Contains(out, "secrets: not available") {
+		t.Errorf("doctor = %q; want a 'secrets: not available' line", out)
+	}
+	code, out, errOut := e.run("s3cret-value", "secrets", "add", "API_KEY", "--host", "api.example.com")
+	if code != 0 {
+		t.Fatalf("secrets add = %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = e.run("", "exec", "-c", "echo ${API_KEY:-unset}")
+	if code == 0 || !strings.Contains(errOut, "secrets.broker") || strings.Contains(out+errOut, "s3cret-value") {
+		t.Errorf("exec with a brokered secret on local.network host = %d %q %q; want a refusal naming secrets.broker", code, out, errOut)
+	}
+}
