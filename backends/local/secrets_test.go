@@ -90,6 +90,9 @@ except Exception as e:
 	if seen := api.Seen(); len(seen) != 1 || seen[0].Get("Authorization") != "Bearer "+real {
 		t.Errorf("the brokered host saw %v; want Authorization: Bearer <the real value>", seen)
 	}
+	if ev := log.Wait(t, "api.brokered.test", "allowed"); ev.Method != "GET" || !strings.Contains(ev.Reason, "brokered secret added: GITHUB_TOKEN") {
+		t.Errorf("api.brokered.test event = %+v; want the intercepted GET naming the secret added", ev)
+	}
 	// Another allowed host gets the placeholder unchanged, and the audit says so.
 	if res := run(py(fmt.Sprintf("http://pypi.test:%d/simple/", pp))); res.ExitCode != 0 {
 		t.Errorf("request to pypi.test = exit %d %q", res.ExitCode, res.Stderr)
