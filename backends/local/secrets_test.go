@@ -1,9 +1,13 @@
 package local_test
 
 import (
+	"encoding/base64"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,5 +124,98 @@ except Exception as e:
 	other := testenv.Open(t, b, "broker2")
 	if ph2 := strings.TrimSpace(testenv.Run(t, other, `printf %s "$GITHUB_TOKEN"`).Stdout); ph2 == ph || !strings.HasPrefix(ph2, egress.PlaceholderPrefix) {
 		t.Errorf("session broker2's placeholder %q; want another placeholder than %q", ph2, ph)
+	}
+}
+
+// basicOnly answers 401 with a Basic challenge unless the request carries Basic auth, as a
+// git server does, and records what it saw.
+type basicOnly struct{ egresstest.Recorder }
+
+func (h *basicOnly) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.Recorder.ServeHTTP(discard{}, r)
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Basic ") {
+		w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+		http.Error(w, "auth", http.StatusUnauthorized)
+		return
+	}
+	http.Error(w, "no such repository", http.StatusNotFound)
+}
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+
+// TestBrokeredSecretCurlAndGit: curl (CURL_CA_BUNDLE) and git over HTTPS (GIT_SSL_CAINFO,
+// the placeholder as the basic-auth password) reach the brokered host with the real value.
+func TestBrokeredSecretCurlAndGit(t *testing.T) {
+	egressNetwork(t)
+	for _, p := range []string{"curl", "git"} {
+		if _, err := exec.LookPath(p); err != nil {
+			testenv.Missing(t, p, err.Error())
+		}
+	}
+	real := "ghp_" + sandbox.RandomHex(16)
+	in := egresstest.New(t)
+	ca := egresstest.NewCA(t)
+	gh := &basicOnly{}
+	srv := ca.Server(t, "git.brokered.test", gh)
+	port := egresstest.Port(srv)
+	root, err := os.MkdirTemp("/var/tmp", "hermes-local-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	work := filepath.Join(root, "work")
+	must(t, os.MkdirAll(work, 0o755))
+	cfg := config.NewConfig()
+	cfg.Terminal.Cwd = work
+	cfg.Local.Confine = config.ConfineStrict
+	cfg.Local.Network = config.LocalNetworkAllowlist
+	cfg.Local.EgressAllow = []string{fmt.Sprintf("git.brokered.test:%d", port)}
+	cfg.Secrets.Broker = config.BrokerList{{Name: "GITHUB_TOKEN", Hosts: []string{"git.brokered.test"}, BasicAuthUser: "x-access-token"}}
+	cfg.Secrets.Values = config.SecretValues{"GITHUB_TOKEN": real}
+	cfg.Egress.Hosts = map[string]string{"git.brokered.test": "127.0.0.1"}
+	cfg.Egress.AllowPrivate = []string{"127.0.0.1/32"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := egress.BrokeringOf(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.UpstreamRoots = ca.Pool()
+	sec := local.SectionOf(cfg)
+	sec.EgressResolver = in.Resolver
+	sec.Brokering = g
+	b, err := local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(root, "state"),
+		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, Logger: testenv.Logger()}))
+	if err != nil {
+		t.Fatalf("NewWith() = %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	sess := testenv.Open(t, b, "git")
+	base := fmt.Sprintf("https://git.brokered.test:%d", port)
+
+	res := testenv.Run(t, sess, `curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $GITHUB_TOKEN" `+base+`/user`)
+	if res.Stdout != "401" {
+		t.Errorf("curl = %q %q; want the server's 401 (the request went through)", res.Stdout, res.Stderr)
+	}
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+real))
+	res = testenv.Run(t, sess, `GIT_TERMINAL_PROMPT=0 git ls-remote "https://agent:$GITHUB_TOKEN@git.brokered.test:`+strconv.Itoa(port)+`/you/private.git"`)
+	seen := gh.Seen()
+	if len(seen) < 2 || seen[0].Get("Authorization") != "Bearer "+real {
+		t.Errorf("curl's request arrived with %v; want Authorization: Bearer <the real value> first", seen)
+	}
+	found := false
+	for _, h := range seen {
+		found = found || h.Get("Authorization") == want
+	}
+	if !found {
+		t.Errorf("git's requests arrived with %v; want one with Basic x-access-token:<the real value> (git: %q %q)", seen, res.Stdout, res.Stderr)
+	}
+	if strings.Contains(res.Stdout+res.Stderr, real) {
+		t.Errorf("git printed the real value")
 	}
 }
