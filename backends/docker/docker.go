@@ -220,6 +220,7 @@ func (b *Backend) forget(session string) {
 	b.records.Drop(session)
 	os.Remove(b.cwdPath(session))
 	os.Remove(b.overridePath(session)) // a live allowlist change ends with its session
+	b.forgetBroker(session)            // secrets.go
 }
 
 // cwdPath is where a session's last working directory is kept, beside the records.

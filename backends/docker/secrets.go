@@ -73,3 +73,10 @@ func brokeredNames(g egress.Brokering) string {
 	}
 	return s
 }
+
+// forgetBroker removes session's placeholders, CA and CA bundle: a later session of the same
+// name gets new ones.
+func (b *Backend) forgetBroker(session string) {
+	dir := filepath.Join(filepath.Dir(b.records.Dir), "egress-sock")
+	egress.RemoveSession(b.brokerDir(), dir, session)
+}

@@ -362,6 +362,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		b.opts.Log().Warn("local: stop the session's namespaces", "session", name, "err", err)
 	}
 	agent.KillJobs(dir)
+	b.forgetBroker(name) // secrets.go
 	if err := os.RemoveAll(dir); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}

@@ -93,3 +93,10 @@ func (b *Backend) BrokersSecrets() (bool, string) {
 	}
 	return true, "brokered at the egress proxy: " + names
 }
+
+// forgetBroker removes session's placeholders, CA and CA bundle: a later session of the same
+// name gets new ones.
+func (b *Backend) forgetBroker(session string) {
+	dir := filepath.Join(os.TempDir(), "hermes-sandbox-ca-"+strconv.Itoa(os.Getuid()))
+	egress.RemoveSession(b.brokerDir(), dir, session)
+}

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -315,5 +316,36 @@ func TestProxyAllowPrivate(t *testing.T) {
 		}
 		p.Close()
 		<-done
+	}
+}
+
+// TestRemoveSession: a removed session's state and bundle go, and the next session of the same
+// name gets a new placeholder.
+func TestRemoveSession(t *testing.T) {
+	dir, bundles := t.TempDir(), t.TempDir()
+	secrets := []Secret{{Name: "TOKEN", Hosts: []string{"api.example.com"}, Value: realToken}}
+	a, err := NewBroker(dir, "s1", secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := a.WriteBundle(bundles, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(bundles, name)); err != nil {
+		t.Fatalf("bundle not written: %v", err)
+	}
+	RemoveSession(dir, bundles, "s1")
+	for _, p := range []string{filepath.Join(bundles, name), BrokerStatePath(dir, "s1")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s is still there after RemoveSession", p)
+		}
+	}
+	b, err := NewBroker(dir, "s1", secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Env()["TOKEN"] == a.Env()["TOKEN"] {
+		t.Errorf("the new session s1 got the removed one's placeholder")
 	}
 }

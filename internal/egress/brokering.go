@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -97,8 +98,7 @@ var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls
 // writes the same file, and a sandbox that cannot list dir cannot find another session's.
 // It returns the file's name.
 func (b *Broker) WriteBundle(dir string, environ []string) (string, error) {
-	sum := sha256.Sum256(b.caPEM)
-	name := "ca-" + hex.EncodeToString(sum[:12]) + ".pem"
+	name := bundleName(b.caPEM)
 	var data []byte
 	cands := systemBundles
 	for _, kv := range environ {
@@ -136,4 +136,23 @@ func (b *Broker) SandboxEnv(bundle string) map[string]string {
 		env[k] = bundle
 	}
 	return env
+}
+
+// RemoveSession forgets session's broker: its placeholders and CA in dir, and its CA bundle in
+// bundleDir (WriteBundle's), so that a later session of the same name gets new ones.
+func RemoveSession(dir, bundleDir, session string) {
+	path := BrokerStatePath(dir, session)
+	if data, err := os.ReadFile(path); err == nil && bundleDir != "" {
+		var st brokerState
+		if json.Unmarshal(data, &st) == nil && st.CACert != "" {
+			os.Remove(filepath.Join(bundleDir, bundleName([]byte(st.CACert))))
+		}
+	}
+	os.Remove(path)
+}
+
+// bundleName is the file name of a CA bundle for the CA certificate caPEM.
+func bundleName(caPEM []byte) string {
+	sum := sha256.Sum256(caPEM)
+	return "ca-" + hex.EncodeToString(sum[:12]) + ".pem"
 }
