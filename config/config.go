@@ -32,6 +32,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -57,6 +58,8 @@ type Config struct {
 	Audit       AuditConfig       `yaml:"audit"`
 	MCP         MCPConfig         `yaml:"mcp"`
 	Local       LocalConfig       `yaml:"local"`
+	Secrets     SecretsConfig     `yaml:"secrets"`
+	Egress      EgressConfig      `yaml:"egress"`
 
 	path        string
 	secretsPath string
@@ -401,6 +404,8 @@ func NewConfig() *Config {
 			DrainTimeout: 30 * time.Second},
 		Local: LocalConfig{Confine: ConfineAuto, EgressAllow: []string{}, DenyRead: DefaultDenyRead(),
 			BranchMaxBytes: DefaultBranchMaxBytes},
+		Secrets: SecretsConfig{Broker: BrokerList{}, Values: SecretValues{}},
+		Egress:  EgressConfig{Hosts: map[string]string{}, AllowPrivate: []string{}},
 	}
 }
 
@@ -426,6 +431,11 @@ func (c *Config) Fingerprint() string {
 		switch {
 		case r.Type() == reflect.TypeFor[Secret]():
 			fmt.Fprintf(h, "\x00%d:%s", r.Len(), r.String())
+		case r.Type() == reflect.TypeFor[SecretValues]():
+			m := r.Interface().(SecretValues)
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				fmt.Fprintf(h, "\x00%d:%s=%d:%s", len(k), k, len(m[k]), m[k])
+			}
 		case r.Kind() == reflect.Struct:
 			for i := range r.NumField() {
 				if r.Type().Field(i).IsExported() {

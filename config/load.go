@@ -407,7 +407,23 @@ func nodeValue(f *field, n *yaml.Node) (reflect.Value, bool, error) {
 			items = append(items, it.Value)
 		}
 		return reflect.ValueOf(items).Convert(f.typ), false, nil
-	case kindMap:
+	case kindBroker:
+		if n.Kind != yaml.SequenceNode {
+			return reflect.Value{}, false, fmt.Errorf("want a list of mappings, e.g. [{name: TOKEN, hosts: [api.example.com]}], not %s", nodeKind(n))
+		}
+		l := BrokerList{}
+		for _, it := range n.Content {
+			var e BrokerSecret
+			if err := e.UnmarshalYAML(it); err != nil {
+				if _, ok := err.(*lineError); !ok {
+					err = &lineError{deref(it).Line, err}
+				}
+				return reflect.Value{}, false, err
+			}
+			l = append(l, e)
+		}
+		return reflect.ValueOf(l), false, nil
+	case kindMap, kindSecretMap:
 		if n.Kind != yaml.MappingNode {
 			return reflect.Value{}, false, fmt.Errorf("want a mapping, e.g. {KEY: value}, not %s", nodeKind(n))
 		}

@@ -27,6 +27,8 @@ const (
 	kindSize
 	kindList
 	kindMap
+	kindBroker    // secrets.broker: a list of mappings
+	kindSecretMap // secrets.values: a mapping kept in secrets.yaml
 )
 
 type field struct {
@@ -38,7 +40,7 @@ type field struct {
 	kind    kind
 }
 
-func (f *field) secret() bool { return f.kind == kindSecret }
+func (f *field) secret() bool { return f.kind == kindSecret || f.kind == kindSecretMap }
 
 // envName is the HERMES_SANDBOX_ variable for f.
 func (f *field) envName() string {
@@ -66,6 +68,8 @@ var (
 	durationType = reflect.TypeFor[time.Duration]()
 	sizeType     = reflect.TypeFor[Size]()
 	secretType   = reflect.TypeFor[Secret]()
+	brokerType   = reflect.TypeFor[BrokerList]()
+	secretMapTyp = reflect.TypeFor[SecretValues]()
 	textType     = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
@@ -119,6 +123,10 @@ func kindOf(t reflect.Type) kind {
 		return kindSize
 	case t == secretType:
 		return kindSecret
+	case t == brokerType:
+		return kindBroker
+	case t == secretMapTyp:
+		return kindSecretMap
 	case t.Kind() == reflect.String && reflect.PointerTo(t).Implements(textType):
 		return kindText
 	}
@@ -142,6 +150,7 @@ func kindOf(t reflect.Type) kind {
 func (k kind) describe() string {
 	return [...]string{"a string", "a string", "a string", "a bool (true or false)", "an integer",
 		"a number", "a duration (e.g. 30s)", "a size (e.g. 512m)", "a list (e.g. [a, b])",
+		"a mapping (e.g. {KEY: value})", "a list of mappings (e.g. [{name: TOKEN, hosts: [api.example.com]}])",
 		"a mapping (e.g. {KEY: value})"}[k]
 }
 
@@ -290,12 +299,20 @@ func parseString(f *field, s string) (reflect.Value, error) {
 			return reflect.Value{}, err
 		}
 		return reflect.ValueOf(items).Convert(f.typ), nil
-	case kindMap:
+	case kindMap, kindSecretMap:
 		m, err := parseMap(s)
 		if err != nil {
 			return reflect.Value{}, err
 		}
 		return reflect.ValueOf(m).Convert(f.typ), nil
+	case kindBroker:
+		l := BrokerList{}
+		if t := strings.TrimSpace(s); t != "" {
+			if err := yaml.Unmarshal([]byte(t), &l); err != nil {
+				return reflect.Value{}, fmt.Errorf("invalid secrets.broker %q: want a YAML list like [{name: TOKEN, hosts: [api.example.com]}]: %v", s, err)
+			}
+		}
+		return reflect.ValueOf(l), nil
 	}
 	return parseScalar(f, s)
 }
@@ -401,6 +418,13 @@ func formatValue(v reflect.Value) string {
 	switch x := v.Interface().(type) {
 	case Secret:
 		return x.String()
+	case SecretValues:
+		return x.String()
+	case BrokerList:
+		if len(x) == 0 {
+			return ""
+		}
+		return flowString(brokerNode(x))
 	case time.Duration:
 		return FormatDuration(x)
 	case Size:
@@ -454,8 +478,12 @@ func valueNode(f *field, v reflect.Value) *yaml.Node {
 	switch f.kind {
 	case kindList:
 		return seqNode(v.Convert(reflect.TypeFor[[]string]()).Interface().([]string))
-	case kindMap:
+	case kindMap, kindSecretMap:
 		return mapNode(v.Convert(reflect.TypeFor[map[string]string]()).Interface().(map[string]string))
+	case kindBroker:
+		n := brokerNode(v.Interface().(BrokerList))
+		n.Style = 0 // one entry per line in the file
+		return n
 	case kindSecret:
 		return strNode(v.String())
 	case kindBool:
@@ -486,6 +514,24 @@ func mapNode(m map[string]string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		n.Content = append(n.Content, strNode(k), strNode(m[k]))
+	}
+	return n
+}
+
+// brokerNode is secrets.broker as a YAML flow list of flow mappings.
+func brokerNode(l BrokerList) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+	for _, e := range l {
+		m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+		add := func(k string, v *yaml.Node) { m.Content = append(m.Content, strNode(k), v) }
+		add("name", strNode(e.Name))
+		add("hosts", seqNode(e.Hosts))
+		for _, kv := range [][2]string{{"value_from", e.ValueFrom}, {"header", e.Header}, {"format", e.Format}, {"basic_auth_user", e.BasicAuthUser}} {
+			if kv[1] != "" {
+				add(kv[0], strNode(kv[1]))
+			}
+		}
+		n.Content = append(n.Content, m)
 	}
 	return n
 }

@@ -89,6 +89,7 @@ func (c *Config) validate() []*Error {
 	c.validateSSH(v)
 	c.validateOthers(v)
 	c.validateLocal(v)
+	c.validateSecrets(v)
 	return v.errs
 }
 

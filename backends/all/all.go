@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermes-sandbox/hermes-sandbox/backends/local"
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/owner"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
@@ -28,20 +29,47 @@ type (
 // Backends returns a registry of every backend built into this binary.
 func Backends() *sandbox.Registry[*config.Config] {
 	r := sandbox.NewRegistry[*config.Config]()
-	r.Register(local.Name, func(c cfg, o opts) (backend, error) { return local.NewWith(localSection(c, o), o) })
+	r.Register(local.Name, newLocal)
 	r.Register("docker", newDocker)
-	r.Register("ssh", newSSH)
-	r.Register("singularity", newSingularity)
-	r.Register("modal", newModal)
-	r.Register("daytona", newDaytona)
-	r.Register("vercel", newVercel)
-	r.Register("kubernetes", newKubernetes)
+	r.Register("ssh", noBroker("ssh", "no egress proxy runs for it", newSSH))
+	r.Register("singularity", noBroker("singularity", "no egress proxy runs for it", newSingularity))
+	r.Register("modal", noBroker("modal", "no egress proxy runs for it", newModal))
+	r.Register("daytona", noBroker("daytona", "no egress proxy runs for it", newDaytona))
+	r.Register("vercel", noBroker("vercel", "no egress proxy of this tool runs for it", newVercel))
+	r.Register("kubernetes", noBroker("kubernetes", "its egress proxy does not broker secrets yet", newKubernetes))
 	return r
 }
 
 // leftOut is the factory of a backend a build tag left out.
 func leftOut(name string) (backend, error) {
 	return nil, fmt.Errorf("%s: not built into this binary; build without -tags no_%s: %w", name, name, sandbox.ErrInvalidConfig)
+}
+
+// noBroker wraps the factory of a backend that cannot broker secrets: with secrets.broker
+// entries it refuses to start rather than run without them or pass them in.
+func noBroker(name, why string, f func(cfg, opts) (backend, error)) func(cfg, opts) (backend, error) {
+	return func(c cfg, o opts) (backend, error) {
+		if err := egress.RefuseBrokering(c, name, why); err != nil {
+			return nil, err
+		}
+		return f(c, o)
+	}
+}
+
+// newLocal builds local; brokered secrets need local.network allowlist (the proxy).
+func newLocal(c cfg, o opts) (backend, error) {
+	sec := localSection(c, o)
+	if n := c.Local.EffectiveNetwork(c.Terminal.EgressAllow); n != config.LocalNetworkAllowlist {
+		if err := egress.RefuseBrokering(c, local.Name, "local.network is "+string(n)+", not allowlist (no egress proxy runs)"); err != nil {
+			return nil, err
+		}
+	}
+	g, err := egress.BrokeringOf(c, o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	sec.Brokering = g
+	return local.NewWith(sec, o)
 }
 
 // localSection is local's section with the session owners' directory to protect: a command

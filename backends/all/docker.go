@@ -2,6 +2,22 @@
 
 package all
 
-import "github.com/hermes-sandbox/hermes-sandbox/backends/docker"
+import (
+	"github.com/hermes-sandbox/hermes-sandbox/backends/docker"
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
 
-func newDocker(c cfg, o opts) (backend, error) { return docker.New(c.Docker, o) }
+func newDocker(c cfg, o opts) (backend, error) {
+	if n := c.Docker.EffectiveNetwork(); n != config.NetworkAllowlist {
+		if err := egress.RefuseBrokering(c, "docker", "docker.network is "+string(n)+", not allowlist (no egress proxy runs)"); err != nil {
+			return nil, err
+		}
+	}
+	g, err := egress.BrokeringOf(c, o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.AsBackend(docker.NewWith(c.Docker, o, docker.Options{Brokering: g}))
+}

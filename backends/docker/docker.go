@@ -40,6 +40,8 @@ type Options struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
+	// Brokering is secrets.broker and the egress section (with docker.network allowlist).
+	Brokering egress.Brokering
 	// BuiltImage replaces config.BuiltDockerImage as the image run when docker.image is left
 	// at its default and the engine lacks that default (tests name one of their own).
 	BuiltImage string
@@ -201,11 +203,15 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	if err := sandbox.CheckOpen(Name, name, b.isClosed(), b.validate); err != nil {
 		return nil, err
 	}
+	pass, err := b.sessionEnv(name) // secrets.go
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
 	b.startPool()
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
 		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { s.stopEgress(); return nil },
-		Passthrough: envMap(b.passEnv)})
+		Passthrough: pass})
 	return s, nil
 }
 
@@ -214,6 +220,7 @@ func (b *Backend) forget(session string) {
 	b.records.Drop(session)
 	os.Remove(b.cwdPath(session))
 	os.Remove(b.overridePath(session)) // a live allowlist change ends with its session
+	b.forgetBroker(session)            // secrets.go
 }
 
 // cwdPath is where a session's last working directory is kept, beside the records.

@@ -257,8 +257,18 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 		return nil
 	})
 	r.ms = mux.New(pr, hr.Conn, closer)
-	r.proxy = egress.New(egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
-		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log})
+	popts := egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
+		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log}
+	b.extra.Brokering.Apply(&popts)
+	if popts.Broker, err = b.sessionBroker(session); err != nil { // secrets.go
+		r.ms.Close()
+		hr.Close()
+		if sock != nil {
+			sock.Close()
+		}
+		return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: name, Err: err}
+	}
+	r.proxy = egress.New(popts)
 	if sock != nil {
 		r.wg.Add(1)
 		go func() {

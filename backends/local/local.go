@@ -51,6 +51,7 @@ type Backend struct {
 
 	resolver      egress.Resolver // Section.EgressResolver
 	allowLoopback bool
+	brokering     egress.Brokering // Section.Brokering (secrets.go)
 
 	branchMax int64 // local.branch_max_bytes
 
@@ -84,6 +85,8 @@ type Section struct {
 	EgressAllowLoopback bool
 	// BranchMaxBytes is local.branch_max_bytes (0 = config.DefaultBranchMaxBytes).
 	BranchMaxBytes int64
+	// Brokering is secrets.broker and the egress section (with local.network allowlist).
+	Brokering egress.Brokering
 	// NoNamespaces runs the helper in this process with Landlock alone, as on a machine
 	// without user namespaces (tests of that layer on its own).
 	NoNamespaces bool
@@ -130,6 +133,7 @@ func NewWith(sec Section, opts sandbox.FactoryOptions) (sandbox.Backend, error) 
 		resolver:      sec.EgressResolver,
 		allowLoopback: sec.EgressAllowLoopback,
 		branchMax:     sec.BranchMaxBytes,
+		brokering:     sec.Brokering,
 	}
 	if b.branchMax <= 0 {
 		b.branchMax = config.DefaultBranchMaxBytes.Bytes()
@@ -239,6 +243,10 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	if err := sandbox.ValidateSessionName(name); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
+	pass, err := b.sessionEnv(name) // secrets.go
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
@@ -249,7 +257,7 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	}
 	return channel.New(channel.Options{Backend: Name, Name: name, Start: start,
 		SpillDir: filepath.Join(b.opts.StateDir, "output"), Logger: b.opts.Logger,
-		Passthrough: b.opts.PassthroughMap()}), nil
+		Passthrough: pass}), nil
 }
 
 // startInProcess runs the session's helper in this process: commands are confined by
@@ -364,6 +372,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 		b.opts.Log().Warn("local: stop the session's namespaces", "session", name, "err", err)
 	}
 	agent.KillJobs(dir)
+	b.forgetBroker(name) // secrets.go
 	if err := os.RemoveAll(dir); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "remove", ID: name, Err: err}
 	}

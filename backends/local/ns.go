@@ -187,8 +187,14 @@ func (b *Backend) startRelay(ctx context.Context, spec nsbox.Spec) (func(), erro
 	}
 	log := b.opts.Log().With("session", spec.Session, "role", "egress relay")
 	ms := mux.New(rc, rc, rc)
-	proxy := egress.New(egress.Options{Session: spec.Session, Allow: b.overrides().AllowFunc(spec.Session), ConfigKey: b.allowBy,
-		Resolver: b.resolver, AllowLoopback: b.allowLoopback, Record: b.egress.Recorder(Name), Logger: log})
+	popts := egress.Options{Session: spec.Session, Allow: b.overrides().AllowFunc(spec.Session), ConfigKey: b.allowBy,
+		Resolver: b.resolver, AllowLoopback: b.allowLoopback, Record: b.egress.Recorder(Name), Logger: log}
+	b.brokering.Apply(&popts)
+	if popts.Broker, err = b.sessionBroker(spec.Session); err != nil { // secrets.go
+		ms.Close()
+		return nil, err
+	}
+	proxy := egress.New(popts)
 	var wg sync.WaitGroup
 	var served atomic.Int64
 	stop := func() {

@@ -163,6 +163,7 @@ func (a *app) rootCmd() *cobra.Command {
 		a.jobsCmd(),
 		agentCmd(),
 		a.ownerCmd(),
+		a.secretsCmd(),
 	)
 	root.AddCommand(a.hermesPointerCmds()...)
 	a.registerCompletions(root)

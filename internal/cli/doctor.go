@@ -28,7 +28,13 @@ type backendReport struct {
 	Confinement string `json:"confinement,omitempty"`
 	// Egress says what the backend enforces about outbound connections.
 	Egress *sandbox.EgressReport `json:"egress,omitempty"`
+	// Secrets says whether secrets.broker works with this backend's settings.
+	Secrets string `json:"secrets,omitempty"`
 }
+
+// secretBroker is implemented by backends whose egress proxy can broker secrets
+// (secrets.broker); the others refuse brokered secrets.
+type secretBroker interface{ BrokersSecrets() (bool, string) }
 
 // describer is implemented by backends that can say where their credentials and endpoint
 // come from.
@@ -89,6 +95,9 @@ selected backend is not usable.`,
 				}
 				if r.Egress != nil {
 					fmt.Fprintf(a.stdout, "                    egress: %s\n", r.Egress.Detail)
+				}
+				if r.Secrets != "" {
+					fmt.Fprintf(a.stdout, "                    secrets: %s\n", r.Secrets)
 				}
 				for _, w := range r.Warnings {
 					fmt.Fprintf(a.stdout, "                    warning: %s\n", w)
@@ -151,6 +160,10 @@ func (a *app) diagnose(ctx context.Context, cfg *config.Config, selected string)
 		}
 		rep := egressReport(b)
 		r.Egress = &rep
+		r.Secrets = "not available: no egress proxy of this tool brokers secrets for this backend"
+		if sb, ok := b.(secretBroker); ok {
+			_, r.Secrets = sb.BrokersSecrets()
+		}
 		if err := checkSharedEgress(cfg, b); err != nil {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("terminal.egress_allow is set but %s does not enforce it (egress %s): commands are refused until it is unset or enforced", name, rep.Status))
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ type Event struct {
 	// BytesUp and BytesDown count bytes sent to and received from the remote host.
 	BytesUp, BytesDown int64
 	Duration           time.Duration
+	// Secrets names the brokered secrets whose values the proxy put in the request (names
+	// only, never values).
+	Secrets []string
 }
 
 // Resolver resolves host names; *net.Resolver is one. Tests map names to local servers.
@@ -74,6 +78,19 @@ type Options struct {
 	// connections it opens, or hands over, and each costs this process a descriptor.
 	MaxConns int
 	Logger   *slog.Logger
+
+	// Broker, if not nil, holds the session's brokered secrets: CONNECTs to their hosts are
+	// intercepted (broker.go, intercept.go).
+	Broker *Broker
+	// UpstreamRoots verifies the servers of intercepted hosts; nil is this host's trust
+	// (which honours SSL_CERT_FILE).
+	UpstreamRoots *x509.CertPool
+	// Hosts maps a host name to the address to connect to, instead of resolving it
+	// (egress.hosts). The allowlist still decides on the name.
+	Hosts map[string]netip.Addr
+	// AllowPrivate lists the loopback, link-local or private networks the proxy may connect
+	// to (egress.allow_private); any other such address is refused.
+	AllowPrivate []netip.Prefix
 }
 
 // Proxy is the filtering proxy. It starts no goroutine until it serves.
@@ -87,6 +104,9 @@ type Proxy struct {
 	closed bool                   // guarded by mu
 	done   chan struct{}          // closed by Close
 	wg     sync.WaitGroup
+
+	trOnce sync.Once
+	tr     *http.Transport // set once by transport(); the client for intercepted hosts
 }
 
 // New returns a proxy.
@@ -197,6 +217,10 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.wg.Wait()
+	p.trOnce.Do(func() {}) // no transport after Close
+	if p.tr != nil {
+		p.tr.CloseIdleConnections()
+	}
 	return nil
 }
 
@@ -332,6 +356,28 @@ func (p *Proxy) serveRequest(c net.Conn, br *bufio.Reader, req *http.Request) bo
 		return false
 	}
 	ev.Decision = Allowed
+	if req.Method == http.MethodConnect && p.opts.Broker.Intercepts(ev.Host, port) {
+		p.intercept(c, br, ev.Host, port, ev, func(e Event) {
+			if p.opts.Record != nil {
+				p.opts.Record(e)
+			}
+		})
+		return false
+	}
+	if req.Method != http.MethodConnect && p.opts.Broker != nil {
+		if p.opts.Broker.Intercepts(ev.Host, port) {
+			// A brokered value never crosses the network in clear text.
+			if strings.Contains(fmt.Sprint(req.Header), PlaceholderPrefix) {
+				ev.Reason = "a placeholder was sent over plain HTTP: not replaced (use https:// for brokered hosts)"
+			}
+		} else {
+			_, leaked := p.opts.Broker.rewrite(req.Header, ev.Host, port)
+			if strings.Contains(req.URL.String(), PlaceholderPrefix) {
+				leaked = append(leaked, "a secret (in the URL)")
+			}
+			ev.Reason = exfilReason(leaked)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.DialTimeout)
 	go func() { // Close stops a dial in progress
 		select {
@@ -413,9 +459,15 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	addrs, err := r.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	var addrs []netip.Addr
+	if a, ok := p.opts.Hosts[host]; ok {
+		addrs = []netip.Addr{a}
+	} else {
+		var err error
+		addrs, err = r.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s: %w", host, err)
+		}
 	}
 	dial := p.opts.Dial
 	if dial == nil {
@@ -425,8 +477,12 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 	var errs []error
 	for _, a := range addrs {
 		a = a.Unmap()
-		if a.IsUnspecified() || a.IsMulticast() || (!p.opts.AllowLoopback && (a.IsLoopback() || a.IsLinkLocalUnicast() || isLocalAddr(a))) {
-			errs = append(errs, fmt.Errorf("%s resolves to %s, an address on this host or its link: refused", host, a))
+		if a.IsUnspecified() || a.IsMulticast() || (!p.opts.AllowLoopback && !p.privateAllowed(a) && (a.IsLoopback() || a.IsLinkLocalUnicast() || isLocalAddr(a))) {
+			errs = append(errs, fmt.Errorf("%s resolves to %s, an address on this host or its link: refused (a person may list it in egress.allow_private)", host, a))
+			continue
+		}
+		if a.IsPrivate() && !p.opts.AllowLoopback && !p.privateAllowed(a) {
+			errs = append(errs, fmt.Errorf("%s resolves to %s, a private address: refused (a person may list its network in egress.allow_private)", host, a))
 			continue
 		}
 		c, err := dial(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
@@ -439,6 +495,16 @@ func (p *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, erro
 		return nil, fmt.Errorf("resolve %s: no addresses", host)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// privateAllowed reports whether a is in Options.AllowPrivate.
+func (p *Proxy) privateAllowed(a netip.Addr) bool {
+	for _, n := range p.opts.AllowPrivate {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // isLocalAddr reports whether a is an address of one of this host's interfaces (a docker

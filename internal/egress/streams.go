@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,8 +67,12 @@ func (o *Observer) Recorder(backend string) func(Event) {
 		if fn == nil {
 			return
 		}
+		reason := ev.Reason
+		if len(ev.Secrets) > 0 { // names only: the audit says which credential went where
+			reason = strings.TrimPrefix(reason+"; brokered secret added: "+strings.Join(ev.Secrets, ", "), "; ")
+		}
 		fn(sandbox.EgressEvent{Session: ev.Session, Backend: backend, Method: ev.Method, Host: ev.Host, Port: ev.Port,
-			Decision: ev.Decision, Reason: ev.Reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
+			Decision: ev.Decision, Reason: reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
 	}
 }
 

@@ -190,6 +190,13 @@ func (l *Log) Add(ev sandbox.EgressEvent) {
 	l.mu.Unlock()
 }
 
+// All returns the events recorded so far.
+func (l *Log) All() []sandbox.EgressEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sandbox.EgressEvent(nil), l.evs...)
+}
+
 // Wait returns the first event for host with decision, polling until a deadline.
 func (l *Log) Wait(t testing.TB, host, decision string) sandbox.EgressEvent {
 	t.Helper()
