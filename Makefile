@@ -11,7 +11,7 @@ SLIM_TAGS := no_docker,no_ssh,no_singularity,no_modal,no_daytona,no_vercel,no_ku
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 
-.PHONY: build slim run install uninstall test test-fast vet bench clean
+.PHONY: build slim run install uninstall test test-fast vet bench clean dist cross
 
 # Static binaries: the CLI (which can also serve as its own in-sandbox helper) and the small
 # helper for both architectures, for remote hosts over SSH.
@@ -60,3 +60,38 @@ bench: build
 
 clean:
 	rm -rf $(BIN)
+
+# Release artefacts: `make dist` (or `make dist DIST=DIR`) builds static CLIs for every
+# platform we ship, the Linux helpers, and SHA256SUMS. The helpers are shipped alongside, not
+# embedded: every CLI looks for sandbox-agent-linux-<arch> beside its own executable (package
+# agentbin), and a macOS or Windows CLI needs them to start sessions in Linux sandboxes
+# (docker, ssh, kubernetes...). Keep the files of one platform's CLI and both helpers in one
+# directory. `hermes-sandbox version` names the commit stamped here.
+DIST ?= dist
+DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+DIST_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+DIST_LDFLAGS := $(LDFLAGS) -X github.com/hermes-sandbox/hermes-sandbox/internal/cli.Commit=$(DIST_COMMIT)
+
+dist:
+	mkdir -p '$(DIST)'
+	set -e; for p in $(DIST_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+	  echo "dist: hermes-sandbox-$$os-$$arch$$ext"; \
+	  GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o '$(DIST)'/hermes-sandbox-$$os-$$arch$$ext ./cmd/hermes-sandbox; \
+	done
+	set -e; for arch in amd64 arm64; do \
+	  GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o '$(DIST)'/sandbox-agent-linux-$$arch ./cmd/sandbox-agent; \
+	done
+	cd '$(DIST)' && sha256sum hermes-sandbox-* sandbox-agent-linux-* > SHA256SUMS
+	@echo 'dist: $(DIST)/SHA256SUMS'
+
+# Cross-platform checks: the code and its tests compile and vet for macOS and Windows (CI runs
+# this before make test). CROSS_PLATFORMS=... to check others.
+CROSS_PLATFORMS ?= darwin/amd64 darwin/arm64 windows/amd64
+
+cross:
+	set -e; for p in $(CROSS_PLATFORMS); do \
+	  echo "cross: $$p"; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) vet ./...; \
+	done

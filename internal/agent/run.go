@@ -344,15 +344,7 @@ func (rn *run) kill(reason string) {
 
 // waitExit waits until the main process has exited, without reaping it, so its pid and
 // process group cannot be reused while the rest of the group is killed.
-func (rn *run) waitExit() {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, rn.proc.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return
-		}
-	}
-}
+func (rn *run) waitExit() { waitExited(rn.proc.Pid) }
 
 // markExited is called just before the main process is reaped; it returns why the command
 // was killed, if it was.

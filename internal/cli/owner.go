@@ -105,7 +105,8 @@ func (a *app) useOwner(cfg *config.Config) (code int, handled bool) {
 		a.req.Started()
 		return 0, false
 	}
-	if !a.owners || cfg.Terminal.KeepAlive <= 0 {
+	// Off Linux there are no owners (owner.Supported): every exec runs in its own process.
+	if !owner.Supported || !a.owners || cfg.Terminal.KeepAlive <= 0 {
 		return 0, false
 	}
 	h, err := owner.NewHello(a.args, a.environ, isTerminal(a.stdin))

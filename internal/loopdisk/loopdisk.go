@@ -5,6 +5,7 @@
 package loopdisk
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -29,4 +30,17 @@ func (d Disk) Data() string { return filepath.Join(d.Mount, "data") }
 func (d Disk) Exists() bool {
 	_, err := os.Stat(d.Image)
 	return err == nil
+}
+
+// NamespaceError says that the disks this process mounts are not seen by the process that
+// must use them: they are in different mount namespaces and mounts do not propagate from
+// ours to theirs (a systemd unit with PrivateMounts=, ProtectSystem=…, or `unshare -m`).
+type NamespaceError struct {
+	Ours, Theirs string // the namespaces, as /proc/PID/ns/mnt reads: mnt:[4026531841]
+	Pid          int    // the process that cannot see the disks
+}
+
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("this process runs in a mount namespace of its own (%s; pid %d, which must see the disks, is in %s), "+
+		"and mounts made here do not reach it", e.Ours, e.Pid, e.Theirs)
 }

@@ -231,19 +231,6 @@ func SweepLocks(root string, age time.Duration) {
 	}
 }
 
-// NamespaceError says that the disks this process mounts are not seen by the process that
-// must use them: they are in different mount namespaces and mounts do not propagate from
-// ours to theirs (a systemd unit with PrivateMounts=, ProtectSystem=…, or `unshare -m`).
-type NamespaceError struct {
-	Ours, Theirs string // the namespaces, as /proc/PID/ns/mnt reads: mnt:[4026531841]
-	Pid          int    // the process that cannot see the disks
-}
-
-func (e *NamespaceError) Error() string {
-	return fmt.Sprintf("this process runs in a mount namespace of its own (%s; pid %d, which must see the disks, is in %s), "+
-		"and mounts made here do not reach it", e.Ours, e.Pid, e.Theirs)
-}
-
 // SeenBySocketPeer says whether the disks this process mounts under root are seen by the
 // process listening on the unix socket sock (a container engine, which binds them into its
 // containers): nil when they are or when that cannot be told, else a *NamespaceError.

@@ -12,54 +12,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // ErrNoOwner means no owner took the call and nothing ran: run it in this process.
 var ErrNoOwner = errors.New("owner: no owner took the call")
-
-// Sockaddr returns an address for path that fits a sockaddr_un. A path too long for it is
-// reached through this process's descriptor of its directory.
-func Sockaddr(p string) (string, func(), error) {
-	if len(p) < 100 {
-		return p, func() {}, nil
-	}
-	const oPath = 0x200000 // O_PATH, which package syscall does not name
-	fd, err := syscall.Open(path.Dir(p), oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return "", nil, &os.PathError{Op: "open", Path: path.Dir(p), Err: err}
-	}
-	return fmt.Sprintf("/proc/self/fd/%d/%s", fd, path.Base(p)), func() { syscall.Close(fd) }, nil
-}
-
-// Dial connects to the unix socket at path.
-func Dial(path string) (*os.File, error) {
-	addr, done, err := Sockaddr(path)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	for {
-		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: addr})
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		syscall.Close(fd)
-		return nil, &os.PathError{Op: "connect", Path: path, Err: err}
-	}
-	// Non-blocking from here on, so that the runtime's poller serves it (and deadlines work).
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
-		return nil, os.NewSyscallError("setnonblock", err)
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
 
 // ExitLost is Forward's code when the owner went away or broke the protocol during a call:
 // sandbox.ExitRunnerFailed, which a command's own exit status never is by our choice. It is
@@ -299,44 +255,4 @@ func Forget(dir, backend, session string) {
 		}(path.Join(dir, e.Name()))
 	}
 	wg.Wait()
-}
-
-// stdinIsDevNull reports whether r is an *os.File open on /dev/null.
-func stdinIsDevNull(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok || f == nil {
-		return false
-	}
-	var st, null syscall.Stat_t
-	if syscall.Fstat(int(f.Fd()), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
-		return false
-	}
-	return syscall.Stat("/dev/null", &null) == nil && st.Rdev == null.Rdev
-}
-
-// IsTerminal reports whether fd is a terminal.
-func IsTerminal(fd int) bool {
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
-}
-
-// PrivateDir makes dir (0700) or checks that it is this user's and closed to others.
-func PrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	var st syscall.Stat_t
-	if err := syscall.Lstat(dir, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: dir, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("owner: %s is not a directory of this user's", dir)
-	}
-	if st.Mode&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -1,5 +1,8 @@
+//go:build unix
+
 // Package proctree finds and kills a process's whole tree on Linux through /proc, including
-// descendants that moved to a process group of their own.
+// descendants that moved to a process group of their own. On macOS, which has no /proc,
+// Descendants finds none and Kill reaches the process group alone.
 package proctree
 
 import (

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -54,7 +53,7 @@ func deadOwner(value string) bool {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		return syscall.Kill(pid, 0) == syscall.ESRCH
+		return processGone(pid)
 	}
 	return false
 }

@@ -4,6 +4,8 @@
 // the kernel twice (client → proxy → server) instead of three times (client → relay →
 // proxy → server). It has no dependencies beyond the standard library, because the
 // relay's side is linked into the in-sandbox helper.
+//go:build unix
+
 package handoff
 
 import (
@@ -35,9 +37,6 @@ func Send(uc *net.UnixConn, c *net.TCPConn) error {
 // maxPerMessage bounds the descriptors read with one message: Send sends one, and a
 // sandbox that sends more has them closed unused.
 const maxPerMessage = 8
-
-// ipprotoMPTCP is IPPROTO_MPTCP, which package syscall does not name.
-const ipprotoMPTCP = 262
 
 // Receive reads the connections sent on uc with Send until uc ends, handing each to serve.
 // Whatever arrives is the sandbox's to choose, so only a connected TCP socket is accepted;
@@ -140,9 +139,8 @@ func check(fd int) error {
 	if typ != syscall.SOCK_STREAM {
 		return fmt.Errorf("handed a socket of type %d, not a stream", typ)
 	}
-	// Go's listeners are multipath TCP where the kernel has it, and so may be what they accept.
-	if proto, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_PROTOCOL); err != nil || proto != syscall.IPPROTO_TCP && proto != ipprotoMPTCP {
-		return fmt.Errorf("handed a stream socket of protocol %d, not TCP", proto)
+	if err := checkProtocol(fd); err != nil {
+		return err
 	}
 	if l, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_ACCEPTCONN); err != nil || l != 0 {
 		return errors.New("handed a listening socket, not a connection")

@@ -17,7 +17,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -113,12 +112,12 @@ func (s *Server) Listen() error {
 		os.Remove(tmp)
 		return err
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(s.Path, &st); err != nil {
+	ino, err := inode(s.Path)
+	if err != nil {
 		ln.Close()
 		return err
 	}
-	s.ln, s.ino = ln, st.Ino
+	s.ln, s.ino = ln, ino
 	return nil
 }
 
@@ -186,8 +185,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // removeSocket removes the socket if it is still this owner's.
 func (s *Server) removeSocket() {
-	var st syscall.Stat_t
-	if syscall.Stat(s.Path, &st) == nil && st.Ino == s.ino {
+	if ino, err := inode(s.Path); err == nil && ino == s.ino {
 		os.Remove(s.Path)
 	}
 }
@@ -202,8 +200,7 @@ func (s *Server) watch(ctx context.Context, stop func()) {
 			return
 		case <-time.After(tick):
 		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(s.Path, &st); err != nil || st.Ino != s.ino {
+		if ino, err := inode(s.Path); err != nil || ino != s.ino {
 			s.Logger.Info("owner: socket removed or replaced; exiting", "path", s.Path)
 			stop()
 			return
@@ -217,22 +214,6 @@ func (s *Server) watch(ctx context.Context, stop func()) {
 			return
 		}
 	}
-}
-
-// samePeer returns the connecting process's pid, and whether it runs as this user.
-func samePeer(c *net.UnixConn) (int, bool) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var cred *syscall.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil || cerr != nil {
-		return 0, false
-	}
-	return int(cred.Pid), int(cred.Uid) == os.Getuid()
 }
 
 type serverConn struct {

@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -317,7 +316,7 @@ func (s *Server) run(name, bin string, args ...string) error {
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = s.dir
 	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	p.cmd.SysProcAttr = procAttr()
 	s.thread.do(func() { err = p.cmd.Start() })
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
@@ -362,7 +361,7 @@ func (s *Server) stop() error {
 	var errs []error
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(p.cmd.Process)
 		select {
 		case <-p.done:
 		case <-time.After(30 * time.Second):
@@ -410,7 +409,7 @@ func removeStale() {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if processGone(pid) {
 			os.RemoveAll(d)
 		}
 	}
