@@ -225,8 +225,10 @@ func (b *Backend) startRelay(ctx context.Context, pod, session string) (*relay, 
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &relay{stdin: inW, cancel: cancel, done: make(chan struct{})}
 	r.ms = mux.New(outR, inW, inW)
-	r.proxy = egress.New(egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
-		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log})
+	popts := egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
+		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log}
+	b.extra.Egress.Apply(&popts)
+	r.proxy = egress.New(popts)
 	var streamErr error
 	go func() {
 		defer close(r.done)

@@ -82,6 +82,9 @@ type Options struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
+	// Egress is the egress section (egress.hosts, egress.allow_private) for the proxy;
+	// secrets are not brokered here (backends/all refuses secrets.broker).
+	Egress egress.Brokering
 	// WaitReport is how often a start that waits says why (0 = sandbox.DefaultWaitReport).
 	WaitReport time.Duration
 }
