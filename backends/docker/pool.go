@@ -224,8 +224,14 @@ func (p *pool) claim(ctx context.Context, name string) *poolEntry {
 			return e
 		}
 		if cerrdefs.IsConflict(err) {
-			// The session's container exists after all: keep this one for someone else.
+			// The session's container exists after all: keep this one for someone else
+			// (unless the pool closed meanwhile).
 			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				p.removeNow(e)
+				return nil
+			}
 			p.ready = append(p.ready, e)
 			p.notifyLocked()
 			p.mu.Unlock()
@@ -239,11 +245,26 @@ func (p *pool) claim(ctx context.Context, name string) *poolEntry {
 	}
 }
 
+// discard hands e to the pool's goroutine for removal, or removes it here once the pool is
+// closed: close has already collected the trash, so a claim that fails while the pool
+// closes (its caller cancelled at shutdown) would otherwise leave e behind.
 func (p *pool) discard(e *poolEntry) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.removeNow(e)
+		return
+	}
 	p.trash = append(p.trash, e)
 	p.mu.Unlock()
 	p.poke()
+}
+
+// removeNow removes e with a fresh cleanup deadline, whatever its caller's context.
+func (p *pool) removeNow(e *poolEntry) {
+	ctx, cancel := cleanupContext(context.Background())
+	defer cancel()
+	p.remove(ctx, e)
 }
 
 func (p *pool) emptyTrash(ctx context.Context) {
@@ -279,9 +300,7 @@ func (p *pool) close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := cleanupContext(context.Background())
-			defer cancel()
-			p.remove(ctx, e)
+			p.removeNow(e)
 		}()
 	}
 	wg.Wait()
