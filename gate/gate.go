@@ -362,7 +362,7 @@ func (s *Session) decide(ctx context.Context, c *call) error {
 			Hint: fmt.Sprintf("the limit is %d; start a new session or raise loop.max_tool_calls", s.b.opts.MaxToolCalls)})
 	}
 	switches := c.switches
-	if c.code && slices.ContainsFunc(a.Runs, policy.IsInterpreter) {
+	if c.code && (slices.ContainsFunc(a.Runs, policy.IsInterpreter) || len(a.Programs) > 0) {
 		switches = append(slices.Clip(switches), toolSwitch{s.b.opts.Tools.CodeExecution, "code_execution"})
 	}
 	if c.code && len(a.Writes) > 0 {

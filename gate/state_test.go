@@ -90,6 +90,9 @@ func (b fakeBackend) Open(context.Context, string) (sandbox.Session, error) {
 
 const home = "/home/u"
 
+// elfProgram is the start of a compiled program, as the policy sees one.
+const elfProgram = "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+
 func gated(f *fakeSession, mutate func(*gate.Options)) sandbox.Session {
 	opts := gate.Options{Mode: config.ApprovalDeny, Tools: config.NewConfig().Tools,
 		Classifier: policy.New(policy.Options{WorkDir: "/work", Home: home,
@@ -149,6 +152,10 @@ func TestTwoStepBypassesAreRefusedBeforeTheBackend(t *testing.T) {
 		{name: "code_execution off: env python3", cwd: "/work", cmd: sandbox.Command{Script: "env python3 -c 'print(1)'"}, mutate: noCode, reason: "tool-disabled"},
 		{name: "code_execution off: sh -c python3", cwd: "/work", cmd: sandbox.Command{Script: `sh -c "python3 -c 'print(1)'"`}, mutate: noCode, reason: "tool-disabled"},
 		{name: "code_execution off: timeout ipython", cwd: "/work", cmd: sandbox.Command{Script: "timeout 5 ipython -c 'print(1)'"}, mutate: noCode, reason: "tool-disabled"},
+		{name: "code_execution off: a compiled program by path (an interpreter copied in an earlier call)", cwd: "/work",
+			files: map[string]string{"/work/p": elfProgram}, cmd: sandbox.Command{Script: "./p -c 'print(1)'"}, mutate: noCode, reason: "tool-disabled"},
+		{name: "code_execution off: a compiled program in /tmp", cwd: "/work",
+			files: map[string]string{"/tmp/build/app": elfProgram}, cmd: sandbox.Command{Script: "/tmp/build/app"}, mutate: noCode, reason: "tool-disabled"},
 		{name: "file_write off: redirect", cwd: "/work", cmd: sandbox.Command{Script: "echo x > out.txt"}, mutate: func(o *gate.Options) { o.Tools.FileWrite = false }, reason: "tool-disabled"},
 		{name: "file_write off: sudo tee", cwd: "/work",
 			cmd: sandbox.Command{Script: "echo x | sudo -n tee out.txt"}, mutate: func(o *gate.Options) { o.Tools.FileWrite = false }, reason: "tool-disabled"},
@@ -190,6 +197,11 @@ func TestTwoStepBypassesAreRefusedBeforeTheBackend(t *testing.T) {
 				t.Errorf("refusal %q; want it to name the file it could not read", re)
 			}
 		})
+	}
+	// With code_execution off, a system program run by its path still runs.
+	f := &fakeSession{cwd: "/work", files: map[string]string{"/usr/bin/true": elfProgram}}
+	if _, err := gated(f, func(o *gate.Options) { o.Tools.CodeExecution = false }).Exec(context.Background(), sandbox.Command{Script: "/usr/bin/true"}); err != nil {
+		t.Errorf("code_execution off: /usr/bin/true refused: %v", err)
 	}
 	// With file_write off, commands that write no file still run.
 	for _, script := range []string{"ls -la 2>/dev/null", "cat a.txt | grep x > /dev/null"} {

@@ -26,6 +26,8 @@ type desc struct {
 	src string
 	// unseen marks a file this command line wrote with content the analysis cannot know.
 	unseen bool
+	// program marks a file the command runs whose content is a compiled program.
+	program bool
 }
 
 func concatDesc(x, y desc) desc {

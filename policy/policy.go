@@ -78,6 +78,11 @@ type Analysis struct {
 	// Writes lists the files the command writes (devices left out; an unresolved name is
 	// kept with its unknown parts); set by ClassifyIn, for tools.file_write.
 	Writes []string `json:"-"`
+	// Programs lists the compiled programs the command runs by path from outside the
+	// directories of the PATH the session started with (a copy of an interpreter under
+	// another name, a binary the agent built); set by ClassifyIn, for tools.code_execution:
+	// what they run is code nobody can read here.
+	Programs []string `json:"-"`
 }
 
 // Options configure a [Classifier].

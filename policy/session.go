@@ -226,6 +226,7 @@ func (c *Classifier) ClassifyIn(sc Context, command string) Analysis {
 	}
 	res := a.result(command)
 	res.Runs, res.Writes = a.ran, a.wrote
+	res.Programs = outsidePath(sc.BasePath, files)
 	extra := a.sess.extra
 	if len(unreadable) > 0 {
 		extra = append(extra, findingUnreadable)
@@ -245,6 +246,26 @@ func (c *Classifier) ClassifyIn(sc Context, command string) Analysis {
 	}
 	slices.SortStableFunc(res.Findings, func(x, y Finding) int { return y.Verdict.rank() - x.Verdict.rank() })
 	return res
+}
+
+// outsidePath lists the compiled programs among files that the command runs from a directory
+// not on base (the session's starting PATH; "" is the usual system PATH), sorted.
+func outsidePath(base string, files map[string]desc) []string {
+	if base == "" {
+		base = defaultPath
+	}
+	dirs := strings.Split(base, ":")
+	var out []string
+	for k, d := range files {
+		if !d.program || !strings.HasPrefix(k, "\x01") {
+			continue
+		}
+		if p := k[1:]; !slices.Contains(dirs, path.Dir(p)) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sessionWalk runs one pass of the analysis over command.
@@ -293,7 +314,7 @@ func readWanted(sc Context, wants map[string]string, files map[string]desc, exec
 		case err != nil:
 			unreadable[p] = p + ": " + err.Error()
 		case binary(data):
-			files["\x01"+p] = desc{} // a program, not a script: nothing to read
+			files["\x01"+p] = desc{program: kind == "exec"} // a program, not a script: nothing to read
 		default:
 			if lang := shebangLang(data); kind == "exec" && lang != "" && lang != "sh" {
 				if *execs == nil {
