@@ -23,7 +23,8 @@ import (
 // dangerous needs approval but harms nothing in the test's working tree.
 const dangerous = "chmod -R 777 d"
 
-var allTools = []string{"process", "read_file", "sandbox_info", "terminal", "write_file"}
+// allTools is what the local backend offers: it runs jobs, has files and branches.
+var allTools = []string{"process", "read_file", "sandbox_info", "session", "terminal", "write_file"}
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	t.Helper()
@@ -381,7 +382,7 @@ func TestToolSwitches(t *testing.T) {
 func TestToolSwitchesUngated(t *testing.T) {
 	e := newEnv(t, envOptions{ungated: true, configure: func(c *config.Config) { c.Tools.FileSystem = false }})
 	cs, _ := e.connect(nil, nil)
-	if got, want := toolNames(t, cs), []string{"process", "sandbox_info", "terminal"}; !slices.Equal(got, want) {
+	if got, want := toolNames(t, cs), []string{"process", "sandbox_info", "session", "terminal"}; !slices.Equal(got, want) {
 		t.Errorf("tools = %v; want %v", got, want)
 	}
 	if msg := refused(t, cs, "read_file", map[string]any{"path": "x"}); !strings.Contains(msg, "tools.file_system") {
