@@ -105,6 +105,11 @@ func TestHostContainerExec(t *testing.T) {
 		if tt.want == VerdictDangerous && !hasRule(a, "host-container-exec") {
 			t.Errorf("ClassifyIn(%q, host=%v) findings %v; want host-container-exec", tt.cmd, tt.host, a.Findings)
 		}
+		// A classifier made for a host backend (policy check) gives the same verdict
+		// without a session.
+		if got := New(Options{Host: tt.host}).Classify(tt.cmd).Verdict; got != tt.want {
+			t.Errorf("New(Options{Host: %v}).Classify(%q) = %s; want %s", tt.host, tt.cmd, got, tt.want)
+		}
 	}
 }
 

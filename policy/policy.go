@@ -98,6 +98,10 @@ type Options struct {
 	// $HOME are always recognised; Home also lets absolute spellings of the
 	// same directory be recognised.
 	Home string
+	// Host says commands run directly on a machine beside its other containers (the local
+	// and ssh backends), as Context.Host does for one session: entering a container or a
+	// namespace from there needs approval. policy check sets it from the selected backend.
+	Host bool
 }
 
 // Classifier classifies commands. It is safe for concurrent use.
@@ -105,12 +109,13 @@ type Classifier struct {
 	workDir   string   // cleaned absolute path, or ""
 	home      string   // cleaned absolute path, or homeMark
 	protected []string // canonical protected paths (see canonProtected)
+	host      bool     // Options.Host
 	parsers   sync.Pool
 }
 
 // New returns a classifier configured by opts.
 func New(opts Options) *Classifier {
-	c := &Classifier{home: homeMark}
+	c := &Classifier{home: homeMark, host: opts.Host}
 	if w := cleanAbs(opts.WorkDir); w != "" && w != "/" {
 		c.workDir = w
 	}

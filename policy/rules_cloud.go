@@ -26,10 +26,10 @@ func (a *analyzer) namespace(c *call) {
 }
 
 // hostEnter flags entering a container or namespace when the session runs on the host
-// itself (Context.Host): the sandbox's own confinement does not follow the command into
+// itself (Options.Host, or Context.Host for one session): the sandbox's own confinement does not follow the command into
 // another container, which may hold other credentials, mounts and networks.
 func (a *analyzer) hostEnter() {
-	if a.sess != nil && a.sess.ctx.Host {
+	if a.c.host || (a.sess != nil && a.sess.ctx.Host) {
 		a.add(ruleHostContainerExec)
 	}
 }

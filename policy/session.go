@@ -591,7 +591,7 @@ func (c *Classifier) withWorkDir(sc Context) *Classifier {
 	if v, ok := derived.Load(k); ok {
 		return v.(*Classifier)
 	}
-	n := &Classifier{workDir: w, home: c.home, protected: c.protected}
+	n := &Classifier{workDir: w, home: c.home, protected: c.protected, host: c.host}
 	n.parsers.New = c.parsers.New
 	v, _ := derived.LoadOrStore(k, n)
 	return v.(*Classifier)

@@ -130,6 +130,7 @@ func (a *app) gateClassifier(cfg *config.Config, backend sandbox.Backend) *polic
 		ProtectedPaths: a.protectedPaths(cfg, auditPath),
 		WorkDir:        workDir(backend),
 		Home:           a.getenv("HOME"),
+		Host:           backend != nil && backend.Capabilities().Host,
 	})
 }
 
