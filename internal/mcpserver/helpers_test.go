@@ -38,6 +38,8 @@ type envOptions struct {
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
 	secrets      []string      // values the gate redacts from output
+	// wrap, if set, replaces the local backend with what it returns (before the gate).
+	wrap func(sandbox.Backend) sandbox.Backend
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -63,6 +65,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "SECRET_TOKEN=nope"}}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.wrap != nil {
+		b = o.wrap(b)
 	}
 	e.inner, e.backend = b, b
 	if !o.ungated {

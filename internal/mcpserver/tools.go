@@ -487,7 +487,7 @@ func (s *Server) info(ctx context.Context, req *mcp.CallToolRequest, _ InfoInput
 	if r, ok := s.backend.(sandbox.EgressReporter); ok {
 		out.Egress = r.Egress()
 	}
-	for _, name := range []string{toolProcess, toolReadFile, toolInfo, toolTerminal, toolWriteFile} {
+	for _, name := range []string{toolProcess, toolReadFile, toolInfo, toolSession, toolTerminal, toolWriteFile} {
 		if s.listed(name) {
 			out.Tools = append(out.Tools, name)
 		}
