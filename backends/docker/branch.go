@@ -456,8 +456,24 @@ func (b *Backend) dropSnapshotImage(ctx context.Context, image string) {
 	}
 }
 
-// collectSnapshots removes snapshots older than ttl (terminal.snapshot_ttl) for Collect.
+// collectSnapshots removes, for Collect, snapshot images of this scope that nothing names or
+// uses any more (a removal that the engine refused while a container still used the image),
+// and snapshots older than ttl (terminal.snapshot_ttl).
 func (b *Backend) collectSnapshots(ctx context.Context, ttl time.Duration, dryRun bool, rep *sandbox.GCReport) error {
+	f := client.Filters{}.Add("dangling", "true").Add("label", labelScope+"="+b.scope)
+	if imgs, err := b.cli.ImageList(ctx, client.ImageListOptions{Filters: f}); err == nil {
+		for _, im := range imgs.Items {
+			if im.Labels[labelSnapshot] == "" {
+				continue
+			}
+			if !dryRun {
+				if _, err := b.cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{}); err != nil {
+					continue // in use: kept until its session goes
+				}
+			}
+			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "image", Name: shortID(im.ID), Reason: "a snapshot's root filesystem nothing uses"})
+		}
+	}
 	if ttl <= 0 {
 		return nil
 	}
