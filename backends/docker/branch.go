@@ -166,7 +166,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // copyTree streams the directory from (in container fromID) into the directory of the same
-// name in toID, owners and modes kept, and returns the bytes of the stream.
+// name in toID, owners and modes kept (the engine applies the archive's owners; CopyUIDGID
+// would give every file to the container's user instead), and returns the bytes of the stream.
 func (b *Backend) copyTree(ctx context.Context, fromID, from, toID, to string) (int64, error) {
 	if path.Base(from) != path.Base(to) {
 		return 0, fmt.Errorf("the workspace was at %s and is now at %s (docker.cwd changed): %w", from, to, sandbox.ErrInvalidConfig)
@@ -177,8 +178,7 @@ func (b *Backend) copyTree(ctx context.Context, fromID, from, toID, to string) (
 	}
 	defer res.Content.Close()
 	cr := &countingReader{r: res.Content}
-	if _, err := b.cli.CopyToContainer(ctx, toID, client.CopyToContainerOptions{DestinationPath: path.Dir(to), Content: cr,
-		CopyUIDGID: true}); err != nil {
+	if _, err := b.cli.CopyToContainer(ctx, toID, client.CopyToContainerOptions{DestinationPath: path.Dir(to), Content: cr}); err != nil {
 		return cr.n, b.engineErr("copy workspace", shortID(toID), err)
 	}
 	return cr.n, nil
@@ -456,8 +456,24 @@ func (b *Backend) dropSnapshotImage(ctx context.Context, image string) {
 	}
 }
 
-// collectSnapshots removes snapshots older than ttl (terminal.snapshot_ttl) for Collect.
+// collectSnapshots removes, for Collect, snapshot images of this scope that nothing names or
+// uses any more (a removal that the engine refused while a container still used the image),
+// and snapshots older than ttl (terminal.snapshot_ttl).
 func (b *Backend) collectSnapshots(ctx context.Context, ttl time.Duration, dryRun bool, rep *sandbox.GCReport) error {
+	f := client.Filters{}.Add("dangling", "true").Add("label", labelScope+"="+b.scope)
+	if imgs, err := b.cli.ImageList(ctx, client.ImageListOptions{Filters: f}); err == nil {
+		for _, im := range imgs.Items {
+			if im.Labels[labelSnapshot] == "" {
+				continue
+			}
+			if !dryRun {
+				if _, err := b.cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{}); err != nil {
+					continue // in use: kept until its session goes
+				}
+			}
+			rep.Removed = append(rep.Removed, sandbox.GCItem{Kind: "image", Name: shortID(im.ID), Reason: "a snapshot's root filesystem nothing uses"})
+		}
+	}
 	if ttl <= 0 {
 		return nil
 	}

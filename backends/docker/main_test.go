@@ -168,7 +168,13 @@ func cleanScope(t testing.TB, b *Backend) {
 		cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 		b.dropDisk(v.Name)
 	}
-	// Snapshot images (branch.go): their references name the scope.
+	// Snapshot images (branch.go): their references name the scope; untagged ones (a fork's
+	// commit) carry its label.
+	if dang, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("dangling", "true").Add("label", labelScope+"="+b.scope)}); err == nil {
+		for _, im := range dang.Items {
+			cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true})
+		}
+	}
 	if refs, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("reference", "hermes-snapshot-"+b.scope)}); err == nil {
 		for _, im := range refs.Items {
 			cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})

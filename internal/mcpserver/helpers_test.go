@@ -38,8 +38,10 @@ type envOptions struct {
 	keepSessions bool
 	idle         time.Duration // HTTP session timeout
 	secrets      []string      // values the gate redacts from output
-	keysFile     string        // Options.KeysFile
-	drain        time.Duration // Options.DrainTimeout
+	// wrap, if set, replaces the local backend with what it returns (before the gate).
+	wrap     func(sandbox.Backend) sandbox.Backend
+	keysFile string        // Options.KeysFile
+	drain    time.Duration // Options.DrainTimeout
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -65,6 +67,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "SECRET_TOKEN=nope"}}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.wrap != nil {
+		b = o.wrap(b)
 	}
 	e.inner, e.backend = b, b
 	if !o.ungated {

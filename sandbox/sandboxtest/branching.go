@@ -171,9 +171,13 @@ func (s *suite) testForkCarries(t *testing.T, br sandbox.Brancher) {
 	s.sh(t, src, `printf 'data\n\000\377' > f && mkdir -p sub && echo deep > sub/g && export HERMES_BR='x y' HERMES_Q="it's
 two"; HERMES_LOCAL=1`)
 	prog := s.install(t, src)
-	sum := s.sh(t, src, "cksum < f").Stdout
+	// od is in POSIX and busybox (cksum is not in every busybox build).
+	sum := s.sh(t, src, "od -An -tx1 f | tr -d ' \n'; echo").Stdout
+	if want := "646174610a00ff\n"; sum != want {
+		t.Fatalf("od of the source's file = %q; want %q", sum, want)
+	}
 	fk := s.fork(t, br, src)
-	res := s.sh(t, fk, `pwd; printf '%s|%s|%s\n' "$HERMES_BR" "$HERMES_Q" "${HERMES_LOCAL-unset}"; cksum < f; cat sub/g`)
+	res := s.sh(t, fk, `pwd; printf '%s|%s|%s\n' "$HERMES_BR" "$HERMES_Q" "${HERMES_LOCAL-unset}"; od -An -tx1 f | tr -d ' \n'; echo; cat sub/g`)
 	want := dir + "\nx y|it's\ntwo|unset\n" + sum + "deep\n"
 	if res.ExitCode != 0 || s.ownDir(res.Stdout, dir) != want {
 		t.Errorf("%s: in the fork, pwd, variables and files = exit %d %q; want %q", s.name(), res.ExitCode, res.Stdout, want)
