@@ -16,6 +16,15 @@ import (
 
 // branching gives a real backend a bookkeeping Brancher: these tests check what the session
 // tool asks of it and what the gate records; the conformance suite checks real branching.
+// plainBackend offers only what sandbox.Backend declares, and says it cannot branch.
+type plainBackend struct{ sandbox.Backend }
+
+func (p plainBackend) Capabilities() sandbox.Capabilities {
+	c := p.Backend.Capabilities()
+	c.Branching = false
+	return c
+}
+
 type branching struct {
 	sandbox.Backend
 	mu    sync.Mutex
@@ -122,16 +131,17 @@ func TestSessionTool(t *testing.T) {
 // TestSessionToolUnsupportedAndSwitchedOff: on a backend that cannot branch the tool is not
 // listed and a call says why; with tools.shell_execute off the gate refuses it.
 func TestSessionToolUnsupportedAndSwitchedOff(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	// local branches; plainBackend hides that, as a backend that cannot would be.
+	e := newEnv(t, envOptions{wrap: func(b sandbox.Backend) sandbox.Backend { return plainBackend{b} }})
 	cs, wait := e.connect(nil, nil)
 	defer wait()
 	var info mcpserver.InfoResult
 	ok(t, cs, "sandbox_info", nil, &info)
 	if slices.Contains(info.Tools, "session") {
-		t.Errorf("tools = %v; session listed on local, which cannot branch", info.Tools)
+		t.Errorf("tools = %v; session listed on a backend that cannot branch", info.Tools)
 	}
 	if msg := refused(t, cs, "session", map[string]any{"action": "fork", "name": "x"}); !strings.Contains(msg, "cannot snapshot, restore or fork") {
-		t.Errorf("session fork on local = %q; want the reason", msg)
+		t.Errorf("session fork on a backend that cannot branch = %q; want the reason", msg)
 	}
 
 	var fb *branching
