@@ -14,9 +14,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 )
 
-// sandboxExec is the program that runs a command under a Seatbelt profile on macOS.
-const sandboxExec = "/usr/bin/sandbox-exec"
-
 // SeatbeltSpec is what a session's Seatbelt profile enforces. Paths must be absolute; the
 // caller resolves symlinks first (on macOS /tmp and /var are links into /private, and
 // Seatbelt matches the resolved path).

@@ -17,6 +17,9 @@ import (
 // fails, a deny_read file cannot be read, a protected directory cannot be written, and with
 // network none a connect to a listening loopback port fails. scripts/verify-macos.sh runs it.
 // Each check first proves the thing is there to deny (the file exists, the port listens).
+// sandboxExec is the program that runs a command under a Seatbelt profile on macOS.
+const sandboxExec = "/usr/bin/sandbox-exec"
+
 func TestSeatbeltOnMac(t *testing.T) {
 	if _, err := os.Stat(sandboxExec); err != nil {
 		t.Skipf("no %s: %v", sandboxExec, err)
