@@ -180,10 +180,10 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 	}
 	open := a.openSession
 	switch {
-	case a.pool != nil && ephemeral:
-		open = a.openPooledEphemeral
 	case a.pool != nil:
-		open = a.openPooledSession
+		open = func(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
+			return a.openPooledSession(ctx, cfg, name, ephemeral)
+		}
 	case ephemeral:
 		// A process of its own runs one command: a warm pool of docker.pool_size containers
 		// would be made for it and thrown away with the process (the owner keeps one).

@@ -322,8 +322,10 @@ func (p *sessionPool) close() {
 }
 
 // openPooledSession is openSession in a session owner: the backend and the session come warm
-// from the pool, and the gate, approvals and audit are this call's own, as in any run.
-func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
+// from the pool, and the gate, approvals and audit are this call's own, as in any run. An
+// ephemeral run gets a sandbox of its own from the warm backend (its pool of ready sandboxes,
+// docker.pool_size), not kept warm for anyone else: the caller removes it when the command ends.
+func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name string, ephemeral bool) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
 	e, err := a.pool.entry(ctx, a, cfg)
 	if err != nil {
 		return ctx, nil, nil, nil, err
@@ -334,30 +336,9 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 		release()
 		return ctx, nil, nil, nil, err
 	}
-	opts.Sessions = e
-	b := gate.Wrap(e.backend, opts)
-	ctx, sess, done, err := a.openApproved(ctx, b, name, release)
-	if err != nil {
-		return ctx, nil, nil, nil, err
+	if !ephemeral {
+		opts.Sessions = e // an ephemeral session is opened for this call and closed by it
 	}
-	return ctx, b, sess, done, nil
-}
-
-// openPooledEphemeral is openPooledSession for an ephemeral run: the warm backend (with its
-// pool of ready sandboxes, docker.pool_size) gives this call a sandbox of its own, which is
-// not kept warm for anyone else: the caller removes it when the command ends.
-func (a *app) openPooledEphemeral(ctx context.Context, cfg *config.Config, name string) (context.Context, sandbox.Backend, sandbox.Session, func(), error) {
-	e, err := a.pool.entry(ctx, a, cfg)
-	if err != nil {
-		return ctx, nil, nil, nil, err
-	}
-	release := func() { e.done(a.stderr) }
-	opts, err := a.gateOptions(cfg, e.backend)
-	if err != nil {
-		release()
-		return ctx, nil, nil, nil, err
-	}
-	// No opts.Sessions: the session is opened for this call and closed by it.
 	b := gate.Wrap(e.backend, opts)
 	ctx, sess, done, err := a.openApproved(ctx, b, name, release)
 	if err != nil {
