@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sort"
 	"time"
 
 	modalsdk "github.com/modal-labs/modal-client/go"
@@ -30,16 +29,8 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// snapRecord is this state directory's record of one snapshot; its name is the image id.
-type snapRecord struct {
-	Session string    `json:"session"`
-	Created time.Time `json:"created"`
-	// ForkOf names the session a fork's snapshot was made for ("" = a snapshot asked for).
-	ForkOf string `json:"fork,omitempty"`
-}
-
-func (b *Backend) snapRecords() *sandbox.Records[snapRecord] {
-	return &sandbox.Records[snapRecord]{Dir: filepath.Join(b.scope.Dir(), "modal", "snapshots"), Ext: ".json", Logger: b.log}
+func (b *Backend) snapRecords() *sandbox.SnapshotRecords {
+	return sandbox.NewSnapshotRecords(Name, filepath.Join(b.scope.Dir(), "modal", "snapshots"), b.log)
 }
 
 // Snapshot stores a filesystem snapshot of the session's running sandbox, lists it, and
@@ -69,7 +60,7 @@ func (b *Backend) snapshot(ctx context.Context, session, forkOf string) (sandbox
 	if err != nil {
 		return sandbox.SnapshotRef{}, b.mapErr("snapshot", session, err)
 	}
-	snap := snapRecord{Session: session, Created: time.Now().UTC(), ForkOf: forkOf}
+	snap := sandbox.SnapshotRecord{Session: session, Created: time.Now().UTC(), ForkOf: forkOf}
 	if err := b.snapRecords().Write(img.ImageID, snap); err != nil {
 		return sandbox.SnapshotRef{}, &sandbox.Error{Backend: Name, Op: "snapshot", ID: session,
 			Err: fmt.Errorf("snapshot %s taken but not listed (remove it on Modal by hand): %w", img.ImageID, err)}
@@ -80,11 +71,7 @@ func (b *Backend) snapshot(ctx context.Context, session, forkOf string) (sandbox
 		rec.Snapshot = img.ImageID
 		b.records.Save(session, rec)
 	}
-	return snap.ref(img.ImageID), nil
-}
-
-func (s snapRecord) ref(id string) sandbox.SnapshotRef {
-	return sandbox.SnapshotRef{ID: id, Backend: Name, Session: s.Session, Created: s.Created}
+	return b.snapRecords().Ref(img.ImageID, snap), nil
 }
 
 // Restore makes newSession's sandbox from a listed snapshot's image.
@@ -92,7 +79,7 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 	if err := sandbox.ValidateSessionName(newSession); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: newSession, Err: err}
 	}
-	if _, ok := b.listed(snapshotID); !ok {
+	if _, ok := b.snapRecords().Lookup(snapshotID); !ok {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: snapshotID,
 			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
 	}
@@ -139,32 +126,19 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 	return b.Restore(ctx, ref.ID, newSession)
 }
 
-func (b *Backend) listed(id string) (snapRecord, bool) {
-	if sandbox.ValidateSessionName(id) != nil { // image ids are im- and letters: the same alphabet
-		return snapRecord{}, false
-	}
-	rec, _, ok := b.snapRecords().Read(id)
-	return rec, ok
-}
-
 // Snapshots lists this state directory's snapshots, oldest first.
 func (b *Backend) Snapshots(ctx context.Context) ([]sandbox.SnapshotRef, error) {
-	entries, err := b.snapRecords().List()
+	out, err := b.snapRecords().Refs()
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "snapshots", Err: err}
 	}
-	out := make([]sandbox.SnapshotRef, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, e.Record.ref(e.Session))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil
 }
 
 // RemoveSnapshot deletes the snapshot's image on Modal and forgets it. Sandboxes created from
 // it keep running. An image Modal no longer has is forgotten all the same.
 func (b *Backend) RemoveSnapshot(ctx context.Context, id string) error {
-	if _, ok := b.listed(id); !ok {
+	if _, ok := b.snapRecords().Lookup(id); !ok {
 		return &sandbox.Error{Backend: Name, Op: "snapshot rm", ID: id,
 			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
 	}

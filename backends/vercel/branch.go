@@ -26,27 +26,13 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// snapRecord is this state directory's record of one snapshot; its name is the snapshot id.
-type snapRecord struct {
-	Session string    `json:"session"`
-	Created time.Time `json:"created"`
-	Size    int64     `json:"size,omitempty"`
-	// ForkOf names the session a fork's snapshot was made for ("" = asked for).
-	ForkOf string `json:"fork,omitempty"`
-}
-
-func (b *Backend) snapRecords() *sandbox.Records[snapRecord] {
-	return &sandbox.Records[snapRecord]{Dir: filepath.Join(filepath.Dir(b.records.Dir), "snapshots"), Ext: ".json", Logger: b.log}
-}
-
-func (s snapRecord) ref(id string) sandbox.SnapshotRef {
-	return sandbox.SnapshotRef{ID: id, Backend: Name, Session: s.Session, Created: s.Created, Size: s.Size}
+func (b *Backend) snapRecords() *sandbox.SnapshotRecords {
+	return sandbox.NewSnapshotRecords(Name, filepath.Join(filepath.Dir(b.records.Dir), "snapshots"), b.log)
 }
 
 // Snapshot saves the session's filesystem as a Vercel snapshot and resumes the session
@@ -77,7 +63,7 @@ func (b *Backend) snapshot(ctx context.Context, session, forkOf string) (sandbox
 	if err != nil {
 		return sandbox.SnapshotRef{}, b.apiErr("snapshot", session, err)
 	}
-	rec := snapRecord{Session: session, Created: time.UnixMilli(snap.CreatedAt).UTC(), Size: snap.SizeBytes, ForkOf: forkOf}
+	rec := sandbox.SnapshotRecord{Session: session, Created: time.UnixMilli(snap.CreatedAt).UTC(), Size: snap.SizeBytes, ForkOf: forkOf}
 	if snap.CreatedAt == 0 {
 		rec.Created = time.Now().UTC()
 	}
@@ -97,7 +83,7 @@ func (b *Backend) snapshot(ctx context.Context, session, forkOf string) (sandbox
 	if _, _, _, err := b.ensure(ctx, session); err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
-	return rec.ref(snap.ID), nil
+	return b.snapRecords().Ref(snap.ID, rec), nil
 }
 
 // Restore creates newSession's sandbox from a listed snapshot.
@@ -105,7 +91,7 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 	if err := sandbox.ValidateSessionName(newSession); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: newSession, Err: err}
 	}
-	if _, ok := b.listed(snapshotID); !ok {
+	if _, ok := b.snapRecords().Lookup(snapshotID); !ok {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: snapshotID,
 			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
 	}
@@ -156,32 +142,19 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 	return b.Restore(ctx, ref.ID, newSession)
 }
 
-func (b *Backend) listed(id string) (snapRecord, bool) {
-	if sandbox.ValidateSessionName(id) != nil { // snap_ and hex: the same alphabet
-		return snapRecord{}, false
-	}
-	rec, _, ok := b.snapRecords().Read(id)
-	return rec, ok
-}
-
 // Snapshots lists this state directory's snapshots, oldest first.
 func (b *Backend) Snapshots(ctx context.Context) ([]sandbox.SnapshotRef, error) {
-	entries, err := b.snapRecords().List()
+	out, err := b.snapRecords().Refs()
 	if err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "snapshots", Err: err}
 	}
-	out := make([]sandbox.SnapshotRef, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, e.Record.ref(e.Session))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil
 }
 
 // RemoveSnapshot deletes the snapshot on Vercel and forgets it, or, while a sandbox of ours
 // would resume from it, only forgets it (see the file's comment).
 func (b *Backend) RemoveSnapshot(ctx context.Context, id string) error {
-	if _, ok := b.listed(id); !ok {
+	if _, ok := b.snapRecords().Lookup(id); !ok {
 		return &sandbox.Error{Backend: Name, Op: "snapshot rm", ID: id,
 			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
 	}
