@@ -117,6 +117,27 @@ func (e *env) warmPoolOwner(t *testing.T) {
 	}
 }
 
+// waitPoolMember polls the engine, with a deadline, until the owner's pool has a running
+// container of scope: a run that comes before the refill after a claim is made cold.
+func waitPoolMember(t *testing.T, cli *client.Client, scope string) {
+	t.Helper()
+	f := client.Filters{}.Add("label", "hermes-sandbox.scope="+scope).Add("label", "hermes-sandbox.role=pool").
+		Add("status", "running")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: f})
+		cancel()
+		if err == nil && len(list.Items) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running pool container of the owner after 2 minutes (last error: %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestEphemeralPoolMemberCarriesNothing: an ephemeral exec through the owner gets a member
 // of the warm pool (proved from the engine while the task runs), and the next task sees
 // nothing the first left: a file in /workspace and in /tmp, a background process, an
@@ -124,6 +145,7 @@ func (e *env) warmPoolOwner(t *testing.T) {
 func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 	e, cli, scope := dockerPoolEnv(t, 1)
 	e.warmPoolOwner(t)
+	waitPoolMember(t, cli, scope)
 
 	const marker = "6173" // the background process is `sleep 6173`: findable in /proc
 	// procs counts the processes whose command line is exactly `sleep 6173`.
