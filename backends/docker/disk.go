@@ -25,7 +25,7 @@ import (
 // storage drivers (overlay2 on xfs with project quotas, btrfs, zfs) and a volume never, while
 // a workspace is a volume on any of them. An ext4 file system in a sparse file bounds it on
 // every host, and the file grows only as data is written.
-const diskRoot = "/var/lib/hermes-sandbox/disks"
+const diskRoot = loopdisk.HostRoot
 
 // orphanAge: a disk without a volume younger than this may be a session being created.
 const orphanAge = 10 * time.Minute

@@ -10,6 +10,10 @@ import (
 	"path/filepath"
 )
 
+// HostRoot is where the docker backend keeps the bounded workspaces (docker.disk_limit) of
+// every state directory on this host, each disk named after its engine volume.
+const HostRoot = "/var/lib/hermes-sandbox/disks"
+
 // Disk is one bounded directory: Image is the image file, Mount the directory it is mounted
 // on. The bounded directory handed out is Data, a directory inside the file system, so that
 // a disk that is not mounted has no Data at all (rather than an empty one).

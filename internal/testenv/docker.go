@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/loopdisk"
 )
 
 var engine struct {
@@ -62,8 +64,18 @@ func Docker(t testing.TB) *client.Client {
 	return DockerEngine(t, "")
 }
 
-// RemoveLabelled force-removes the containers and volumes labelled label=value and returns
-// their names ("" when there were none, or no engine answers). A TestMain calls it after
+// dropDisk deletes the bounded file system (docker.disk_limit) of the volume vol, which the
+// caller has just removed through the engine: the engine's removal leaves its loop device
+// attached and its image on the host, and no later gc knows the test's state directory.
+// Without root (or without such a disk) there is nothing to do.
+func dropDisk(vol string) {
+	if d := loopdisk.At(loopdisk.HostRoot, vol); d.Exists() {
+		d.Remove()
+	}
+}
+
+// RemoveLabelled force-removes the containers and volumes labelled label=value (and the
+// volumes' bounded file systems) and returns their names ("" when there were none, or no engine answers). A TestMain calls it after
 // the tests to find and clean what they left behind.
 func RemoveLabelled(label, value string) string {
 	cli, err := client.New(client.FromEnv)
@@ -77,7 +89,9 @@ func RemoveLabelled(label, value string) string {
 	if vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", label+"="+value)}); err == nil {
 		for _, v := range vols.Items {
 			names = append(names, "volume "+v.Name)
-			cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
+			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err == nil {
+				dropDisk(v.Name)
+			}
 		}
 	}
 	return strings.Join(names, ", ")

@@ -11,9 +11,10 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// SweepDead force-removes the containers and volumes that test processes which are no longer
-// alive left under label (their value names the process: "<pid>-…" or "<name>-<pid>-…"), so a
-// run killed by a timeout does not leave them for good. A TestMain calls it before m.Run;
+// SweepDead force-removes the containers and volumes (with their bounded file systems, see
+// dropDisk) that test processes which are no longer alive left under label (their value
+// names the process: "<pid>-…" or "<name>-<pid>-…"), so a run killed by a timeout does not
+// leave them for good. A TestMain calls it before m.Run;
 // the objects of running test processes are kept. It returns what it removed.
 func SweepDead(label string) []string {
 	cli, err := client.New(client.FromEnv)
@@ -37,6 +38,7 @@ func SweepDead(label string) []string {
 		for _, v := range vols.Items {
 			if deadOwner(v.Labels[label]) {
 				if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err == nil {
+					dropDisk(v.Name)
 					removed = append(removed, "volume "+v.Name)
 				}
 			}
