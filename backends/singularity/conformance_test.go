@@ -20,5 +20,8 @@ func TestConformanceFakeRuntime(t *testing.T) {
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return setup.backend(t) },
 		Scratch:    "/mnt",
+		// Each check's sessions are instances of their own (own directory, own /tmp, own
+		// process marker), so the checks run side by side.
+		Parallel: true,
 	})
 }

@@ -37,10 +37,11 @@ mkdir -p "$R/instances"
 [ "$1" = __inner ] || { printf '%s' "$1"; shift_log=1; for a in "$@"; do [ $shift_log = 1 ] && { shift_log=0; continue; }; printf ' %s' "$a"; done; echo; } >> "$R/calls.log"
 
 kill_instance() {
-	for p in /proc/[0-9]*; do
-		if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "APPTAINER_INSTANCE=$1"; then
-			kill -9 "${p#/proc/}" 2>/dev/null
-		fi
+	# One grep over every process's environment (NUL-separated entries), not two processes
+	# per process on the host: the scan ran for each stop and dominated the suite on a busy host.
+	for e in $(grep -lzx "APPTAINER_INSTANCE=$1" /proc/[0-9]*/environ 2>/dev/null); do
+		p=${e%/environ}
+		kill -9 "${p#/proc/}" 2>/dev/null
 	done
 }
 
