@@ -61,7 +61,7 @@ const StateNotSavedReason = "the shell could not write them to the session's sta
 // KillTree is run as `sh -c KILLTREE sh PIDFILE`: it stops, then kills, the process whose pid
 // is in PIDFILE and all its descendants (found through /proc, so also those that moved to a
 // session of their own). A missing PIDFILE is nothing to kill.
-const KillTree = `tree() { echo "$1"; for f in /proc/[0-9]*/stat; do l=$(cat "$f" 2>/dev/null) || continue; r=${l##*) }; pp=$(echo "$r" | cut -d' ' -f2); p=${f#/proc/}; p=${p%/stat}; [ "$pp" = "$1" ] && tree "$p"; done; }
+const KillTree = `tree() { echo "$1"; for f in /proc/[0-9]*/stat; do read -r l 2>/dev/null <"$f" || continue; r=${l##*) }; r=${r#* }; pp=${r%% *}; p=${f#/proc/}; p=${p%/stat}; [ "$pp" = "$1" ] && tree "$p"; done; }
 pid=$(cat "$1" 2>/dev/null) || exit 0
 for p in $(tree "$pid"); do kill -STOP "$p" 2>/dev/null; done
 for p in $(tree "$pid"); do kill -KILL "$p" 2>/dev/null; done
