@@ -165,6 +165,14 @@ func (b *Backend) Confinement() (bool, string) {
 	return false, ""
 }
 
+// PoolStats passes through the inner backend's warm pool (zero: it keeps none).
+func (b *Backend) PoolStats() sandbox.PoolStats {
+	if p, ok := b.inner.(sandbox.PoolReporter); ok {
+		return p.PoolStats()
+	}
+	return sandbox.PoolStats{}
+}
+
 func (b *Backend) allowlisted(desc string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -207,6 +207,7 @@ func (s *Session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, er
 var (
 	_ sandbox.Backend        = (*Backend)(nil)
 	_ sandbox.SessionManager = (*Backend)(nil)
+	_ sandbox.PoolReporter   = (*Backend)(nil)
 	_ sandbox.Session        = (*Session)(nil)
 	_ sandbox.JobRunner      = (*Session)(nil)
 	_ sandbox.FileSystem     = (*Session)(nil)

@@ -35,7 +35,8 @@ type GCCandidate struct {
 // where def comes from, "docker.idle_timeout"; "" when the backend has none); 0 keeps idle
 // candidates. In order: a Reap reason removes, a Keep reason keeps, a live Owner keeps and a
 // gone one removes, then an unknown last use, a recent one or a Busy reason keeps, and
-// anything else, idle past the timeout, goes. A failed removal is reported in Failed and
+// anything else, idle past the timeout, goes. With opts.OwnerGoneOnly only a gone Owner
+// removes, and everything else stays. A failed removal is reported in Failed and
 // joined into the error, and the others go on.
 func Reap(ctx context.Context, cands []GCCandidate, opts GCOptions, def time.Duration, setting string) (GCReport, error) {
 	idle, source := def, setting+" "+def.String()
@@ -46,7 +47,14 @@ func Reap(ctx context.Context, cands []GCCandidate, opts GCOptions, def time.Dur
 	var errs []error
 	now := time.Now()
 	for _, c := range cands {
-		reason, keep, err := decide(ctx, c, now, idle, source, setting)
+		var reason string
+		var keep bool
+		var err error
+		if opts.OwnerGoneOnly {
+			reason, keep, err = decideOwnerGone(c)
+		} else {
+			reason, keep, err = decide(ctx, c, now, idle, source, setting)
+		}
 		switch {
 		case err == nil && !keep && !opts.DryRun && c.Remove != nil:
 			err = c.Remove(ctx)
@@ -63,6 +71,14 @@ func Reap(ctx context.Context, cands []GCCandidate, opts GCOptions, def time.Dur
 		rep.Removed = append(rep.Removed, c.Also...)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// decideOwnerGone says whether c goes in a sweep of what owner processes that are gone left.
+func decideOwnerGone(c GCCandidate) (reason string, keep bool, err error) {
+	if alive, known := OwnerAlive(c.Owner); known && !alive {
+		return fmt.Sprintf("its owner (process %s) is gone, and it removes its sessions when done", c.Owner), false, nil
+	}
+	return "not left by a process that is gone", true, nil
 }
 
 // decide says whether c goes, and why.

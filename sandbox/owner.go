@@ -70,3 +70,10 @@ func procStart(pid int) uint64 {
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
 }
+
+// OwnerRecorder is implemented by backends that record ProcessOwner on the sandboxes of an
+// Ephemeral process (and of their warm pools), so a Collect with GCOptions.OwnerGoneOnly finds
+// what a process that is gone left behind. Others have nothing for that sweep to find.
+type OwnerRecorder interface {
+	RecordsOwners() bool
+}

@@ -393,6 +393,10 @@ type GCOptions struct {
 	// SnapshotTTL, when positive, removes snapshots (see Brancher) older than it
 	// (terminal.snapshot_ttl); 0 keeps them.
 	SnapshotTTL time.Duration
+	// OwnerGoneOnly removes only what an owner process that is gone left behind (its
+	// sessions, its warm-pool members) and keeps everything else, idle or not: the sweep an
+	// MCP server makes as it starts, after a predecessor was killed too hard to clean up.
+	OwnerGoneOnly bool
 }
 
 // GCItem is one thing Collect removed (or would remove, or kept).

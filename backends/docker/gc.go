@@ -43,6 +43,7 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		}
 		switch session := b.sessionOf(name); {
 		case strings.HasPrefix(name, "hermes-pool-"):
+			cand.Owner = c.Labels[labelPool] // for a sweep of what gone processes left (GCOptions.OwnerGoneOnly)
 			alive, known := sandbox.OwnerAlive(c.Labels[labelPool])
 			switch {
 			case known && alive:
@@ -79,6 +80,9 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		cands = append(cands, cand)
 	}
 	rep, err := sandbox.Reap(ctx, cands, opts, b.cfg.IdleTimeout, "docker.idle_timeout")
+	if opts.OwnerGoneOnly {
+		return rep, err // their volumes went with them; the rest is gc's
+	}
 	errs := []error{err}
 	// Workspace volumes no container uses: from removed sessions, interrupted removals.
 	vols, err := b.cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", labelOurs+"=1")})

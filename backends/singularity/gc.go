@@ -54,7 +54,9 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 	}
 	rep, err := sandbox.Reap(ctx, cands, opts, 0, "")
 	errs := []error{err}
-	b.collectCache(time.Now(), inUse, opts.DryRun, &rep, &errs)
+	if !opts.OwnerGoneOnly { // a sweep of what gone processes left keeps the cache
+		b.collectCache(time.Now(), inUse, opts.DryRun, &rep, &errs)
+	}
 	return rep, errors.Join(errs...)
 }
 

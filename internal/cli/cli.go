@@ -40,6 +40,11 @@ type app struct {
 	// ephemeral: this process removes the sessions it opens (an MCP server without
 	// --keep-sessions), so backends record it as their owner for gc.
 	ephemeral bool
+	// sweepGone: openGuarded first removes the sandboxes of owner processes that are gone
+	// (an MCP server starting).
+	sweepGone bool
+	// egressTap, if set, also receives the backend's egress decisions (MCP metrics).
+	egressTap *egressTap
 	// closers run when the command is done (the audit log).
 	closers []io.Closer
 

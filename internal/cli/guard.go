@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/audit"
@@ -36,10 +37,68 @@ func (a *app) openGuarded(ctx context.Context, cfg *config.Config) (sandbox.Back
 		b.Close()
 		return nil, err
 	}
-	if o, ok := b.(sandbox.EgressObserver); ok && opts.Audit != nil {
-		o.ObserveEgress(egressAuditor(opts.Audit, opts.Logger))
+	if o, ok := b.(sandbox.EgressObserver); ok && (opts.Audit != nil || a.egressTap != nil) {
+		var record func(sandbox.EgressEvent)
+		if opts.Audit != nil {
+			record = egressAuditor(opts.Audit, opts.Logger)
+		}
+		tap := a.egressTap
+		o.ObserveEgress(func(ev sandbox.EgressEvent) {
+			if record != nil {
+				record(ev)
+			}
+			tap.send(ev)
+		})
+	}
+	if a.sweepGone {
+		a.sweepGoneOwners(ctx, b)
 	}
 	return gate.Wrap(b, opts), nil
+}
+
+// egressTap hands egress decisions to a receiver installed after the backend was built (the
+// MCP server's metrics); nil, or with no receiver, it drops them.
+type egressTap struct {
+	mu sync.Mutex
+	fn func(sandbox.EgressEvent) // guarded by mu
+}
+
+func (t *egressTap) set(fn func(sandbox.EgressEvent)) {
+	t.mu.Lock()
+	t.fn = fn
+	t.mu.Unlock()
+}
+
+func (t *egressTap) send(ev sandbox.EgressEvent) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	fn := t.fn
+	t.mu.Unlock()
+	if fn != nil {
+		fn(ev)
+	}
+}
+
+// sweepGoneOwners removes what processes that are gone left behind on b: the sandboxes of an
+// MCP server killed too hard to remove its own (SIGKILL, the OOM killer, a power cut), and
+// warm-pool members of processes that are gone. Sandboxes of live processes, kept sessions
+// and idle ones stay (that is `hermes-sandbox gc`). A failure is reported, never fatal.
+func (a *app) sweepGoneOwners(ctx context.Context, b sandbox.Backend) {
+	c, ok := b.(sandbox.Collector)
+	if r, records := b.(sandbox.OwnerRecorder); !ok || !records || !r.RecordsOwners() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rep, err := c.Collect(ctx, sandbox.GCOptions{OwnerGoneOnly: true})
+	for _, it := range rep.Removed {
+		fmt.Fprintf(a.stderr, "hermes-sandbox: removed %s %s: %s\n", it.Kind, it.Name, it.Reason)
+	}
+	if err != nil {
+		fmt.Fprintf(a.stderr, "hermes-sandbox: could not sweep the sandboxes of processes that are gone (`hermes-sandbox gc` retries): %v\n", err)
+	}
 }
 
 // egressReport is what b enforces about egress; a backend that does not say enforces nothing.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -120,6 +121,9 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 
 	// A named session outlives this process; an unnamed one goes with it unless kept.
 	a.ephemeral = !f.keepSessions && f.session == ""
+	// A server killed hard (SIGKILL, OOM) could not remove its sandboxes: the next one does.
+	a.sweepGone = true
+	a.egressTap = &egressTap{}
 	b, err := a.openGuarded(ctx, cfg)
 	if err != nil {
 		return err
@@ -148,6 +152,7 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		return err
 	}
 	defer srv.Close()
+	a.egressTap.set(srv.CountEgress)
 
 	if addr == "" {
 		return srv.Serve(ctx, &mcpserver.LineTransport{Reader: readCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
@@ -160,7 +165,11 @@ func (a *app) runMCP(cmd *cobra.Command, f mcpFlags) error {
 		if keys, _ := mcpserver.ReadKeys(keysFile); len(keys) > 0 {
 			auth = fmt.Sprintf("%d access keys; a key or the admin token required", len(keys))
 		}
-		fmt.Fprintf(a.stderr, "hermes-sandbox: MCP server on %s (backend %s; %s)\n", listenURL(addr, bound), b.Name(), auth)
+		u := listenURL(addr, bound)
+		if cfg.MCP.TLSCert != "" {
+			u = strings.ReplaceAll(u, "http://", "https://")
+		}
+		fmt.Fprintf(a.stderr, "hermes-sandbox: MCP server on %s (backend %s; %s)\n", u, b.Name(), auth)
 	})
 }
 

@@ -1,9 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +21,9 @@ import (
 const (
 	sessionIDHeader = "Mcp-Session-Id"
 	requestIDHeader = "X-Request-Id"
+	// admissionHeader carries, from the front door to keyGate, the ticket of a tool call the
+	// front door admitted under its key's limits. A client's own is deleted on arrival.
+	admissionHeader = "X-Hermes-Sandbox-Admission"
 )
 
 // identity is who an HTTP request comes from.
@@ -88,6 +94,7 @@ func (s *Server) front(token string, next http.Handler) http.Handler {
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		r.Header.Del(admissionHeader) // only the front door sets it
 		rid := r.Header.Get(requestIDHeader)
 		if !validRequestID(rid) {
 			rid = newRequestID()
@@ -168,6 +175,13 @@ func (s *Server) front(token string, next http.Handler) http.Handler {
 			// The drain waits for these: a call's answer is written here, after the call.
 			s.posts.Add(1)
 			defer s.posts.Add(-1)
+		}
+		if r.Method == http.MethodPost && sid != "" && who.key != nil && (who.key.MaxConcurrent > 0 || who.key.RatePerMinute > 0) {
+			release, refused := s.admitCall(rec, r, who)
+			if refused {
+				return
+			}
+			defer release()
 		}
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, who))
 		if who.name == "" {
@@ -274,4 +288,85 @@ func (s *Server) watchKeys(ctx context.Context) {
 			s.binds.prune(s.liveSessions()) // forget ended sessions
 		}
 	}
+}
+
+// maxCallBody bounds the body of a POST the front door reads to find a tool call.
+const maxCallBody = 64 << 20
+
+// admitCall applies a key's max_concurrent and rate limits to a POST that holds one tool
+// call, where a refusal can still be an HTTP answer: 429 with Retry-After, and a JSON-RPC
+// error body that names the limit and when it resets. An admitted call's slot is handed to
+// keyGate through a ticket (admissionHeader) and held until the call ends there; release
+// frees it if keyGate never took it. Anything else (a batch, another method, a tool outside
+// the key's scope, a draining server) passes untouched, and keyGate applies the limits with
+// an MCP error.
+func (s *Server) admitCall(w http.ResponseWriter, r *http.Request, who identity) (release func(), refused bool) {
+	orig := r.Body
+	body, err := io.ReadAll(io.LimitReader(orig, maxCallBody+1))
+	// The handler behind reads the body again: what was read, then whatever is left.
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), orig), orig}
+	if err != nil || len(body) > maxCallBody || s.isDraining() {
+		return func() {}, false
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || len(msg.ID) == 0 || !who.key.AllowsTool(msg.Params.Name) {
+		return func() {}, false
+	}
+	done, q := s.limits.startCall(who.key, time.Now())
+	if q != nil {
+		s.metrics.quota(who.name, q.Limit)
+		s.log.Info("tool call over quota", "key", who.name, "request_id", r.Header.Get(requestIDHeader), "tool", msg.Params.Name, "limit", q.Limit)
+		answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+			"error": map[string]any{"code": CodeQuota, "message": q.Error(), "data": q.data()}})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", strconv.Itoa(q.retrySeconds()))
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.Write(append(answer, '\n'))
+		return nil, true
+	}
+	ticket := s.admits.put(done)
+	r.Header.Set(admissionHeader, ticket)
+	return func() {
+		if done := s.admits.take(ticket); done != nil {
+			done()
+		}
+	}, false
+}
+
+// admissions are the tool calls the front door admitted and keyGate has not yet taken.
+type admissions struct {
+	mu sync.Mutex
+	m  map[string]func() // ticket → the call's done; guarded by mu
+}
+
+func (a *admissions) put(done func()) string {
+	ticket := newRequestID() + newRequestID()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]func(){}
+	}
+	a.m[ticket] = done
+	return ticket
+}
+
+// take returns the done of ticket's call and forgets it, or nil.
+func (a *admissions) take(ticket string) func() {
+	if ticket == "" {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	done := a.m[ticket]
+	delete(a.m, ticket)
+	return done
 }

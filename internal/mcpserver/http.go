@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -189,7 +190,10 @@ func (s *Server) ListenAndServe(ctx context.Context, addr, token string, ready f
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
-	srv := &http.Server{Handler: s.Mux(token), ReadHeaderTimeout: 10 * time.Second}
+	// The server's own complaints (a TLS handshake refused, a plain-HTTP client at an HTTPS
+	// port) go to the structured log, not to the process's stderr as bare lines.
+	srv := &http.Server{Handler: s.Mux(token), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
 	go s.watchKeys(wctx)

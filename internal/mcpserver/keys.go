@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -256,6 +257,9 @@ func LastUse(keysPath string) map[string]time.Time {
 	return m
 }
 
+// hashing bounds the argon2id hashes computed at once (see keyStore.verify).
+var hashing = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+
 func hashSecret(secret string, salt []byte) []byte {
 	return argon2.IDKey([]byte(secret), salt, argonTime, argonMemory, argonThreads, argonLen)
 }
@@ -369,7 +373,16 @@ func (ks *keyStore) verify(presented string) *Key {
 	}
 	salt, err1 := base64.StdEncoding.DecodeString(k.Salt)
 	want, err2 := base64.StdEncoding.DecodeString(k.Hash)
-	if err1 != nil || err2 != nil || subtle.ConstantTimeCompare(hashSecret(secret, salt), want) != 1 {
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	// Each hash takes argonMemory: at most one a core at once, so a crowd of first requests
+	// (50 clients connecting together, or someone sending made-up keys) cannot take
+	// gigabytes.
+	hashing <- struct{}{}
+	got := hashSecret(secret, salt)
+	<-hashing
+	if subtle.ConstantTimeCompare(got, want) != 1 {
 		return nil
 	}
 	ks.mu.Lock()

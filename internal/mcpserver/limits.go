@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sync"
@@ -24,6 +25,13 @@ type QuotaError struct {
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("key %q is at its %s limit (%d): %s; retry in %ds",
 		e.Key, e.Limit, e.Value, e.Reset, e.retrySeconds())
+}
+
+// data is the JSON-RPC error data of a refusal: limit, value, retry_after_seconds, reset.
+func (e *QuotaError) data() json.RawMessage {
+	data, _ := json.Marshal(map[string]any{"limit": e.Limit, "value": e.Value,
+		"retry_after_seconds": e.retrySeconds(), "reset": e.Reset})
+	return data
 }
 
 func (e *QuotaError) retrySeconds() int {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermes-sandbox/hermes-sandbox/gate"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // metrics are the server's Prometheus metrics. Labels name keys, never sessions: a session
@@ -23,6 +24,7 @@ type metrics struct {
 	denials  *prometheus.CounterVec
 	quotas   *prometheus.CounterVec
 	sessions *prometheus.GaugeVec
+	egress   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -49,10 +51,37 @@ func newMetrics() *metrics {
 			Name: "hermes_sandbox_mcp_active_sessions",
 			Help: "MCP sessions holding a sandbox session, by key.",
 		}, []string{"key"}),
+		egress: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hermes_sandbox_mcp_egress_connections_total",
+			Help: "Outbound connections from sandboxes that the egress proxy allowed or denied, by key, backend and decision.",
+		}, []string{"key", "backend", "decision"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration, m.denials, m.quotas, m.sessions,
+	m.reg.MustRegister(m.calls, m.duration, m.denials, m.quotas, m.sessions, m.egress,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// poolCollector reads the backend's warm pool at each scrape.
+type poolCollector struct {
+	backend     string
+	pool        sandbox.PoolReporter
+	size, ready *prometheus.Desc
+}
+
+func newPoolCollector(backend string, pool sandbox.PoolReporter) poolCollector {
+	return poolCollector{backend: backend, pool: pool,
+		size: prometheus.NewDesc("hermes_sandbox_mcp_pool_size",
+			"Ready sandboxes the backend's warm pool keeps (docker.pool_size, kubernetes.pool_size); 0: no pool.", []string{"backend"}, nil),
+		ready: prometheus.NewDesc("hermes_sandbox_mcp_pool_ready",
+			"Sandboxes in the backend's warm pool ready to be handed out now.", []string{"backend"}, nil)}
+}
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.size; ch <- c.ready }
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.pool.PoolStats()
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Size), c.backend)
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(st.Ready), c.backend)
 }
 
 func (m *metrics) handler() http.Handler {

@@ -108,6 +108,7 @@ type Server struct {
 	keys     *keyStore // nil without Options.KeysFile
 	binds    bindings
 	limits   limiter
+	admits   admissions // tool calls admitted at the HTTP front door
 	metrics  *metrics
 	inflight inflightCounter
 	posts    inflightCounter // HTTP POSTs being answered
@@ -163,6 +164,9 @@ func New(opts Options) (*Server, error) {
 			// No logging capability: the server sends no log notifications.
 			Capabilities: &mcp.ServerCapabilities{},
 		})
+	if p, ok := opts.Backend.(sandbox.PoolReporter); ok {
+		s.metrics.reg.MustRegister(newPoolCollector(opts.Backend.Name(), p))
+	}
 	s.addTools()
 	s.mcp.AddReceivingMiddleware(s.hideDisabled, s.keyGate)
 	return s, nil
@@ -201,6 +205,26 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 		err = nil
 	}
 	return err
+}
+
+// CountEgress counts one decision of the backend's egress proxy in the metrics, under the key
+// whose MCP session owns the sandbox session that connected. Install it beside the audit
+// log's observer (sandbox.EgressObserver); it is safe for concurrent use.
+func (s *Server) CountEgress(ev sandbox.EgressEvent) {
+	decision := ev.Decision
+	if decision != "allowed" && decision != "denied" {
+		decision = "other" // a bounded label, whatever the proxy reports
+	}
+	key := ""
+	s.mu.Lock()
+	for _, st := range s.sessions {
+		if st.name == ev.Session {
+			key = st.key
+			break
+		}
+	}
+	s.mu.Unlock()
+	s.metrics.egress.WithLabelValues(key, s.backend.Name(), decision).Inc()
 }
 
 // transportName names a transport for the audit log.

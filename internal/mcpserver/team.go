@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -38,6 +37,17 @@ func requestIDOf(req mcp.Request) string {
 	}
 	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
 		return ex.Header.Get(requestIDHeader)
+	}
+	return ""
+}
+
+// admissionOf is the front door's ticket for an HTTP tool call it admitted, or "".
+func admissionOf(req mcp.Request) string {
+	if req == nil {
+		return ""
+	}
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		return ex.Header.Get(admissionHeader)
 	}
 	return ""
 }
@@ -95,15 +105,18 @@ func (s *Server) keyGate(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		done := func() {}
 		if who.key != nil {
-			d, q := s.limits.startCall(who.key, time.Now())
-			if q != nil {
-				s.metrics.quota(who.name, q.Limit)
-				log.Info("tool call over quota", "limit", q.Limit)
-				data, _ := json.Marshal(map[string]any{"limit": q.Limit, "value": q.Value,
-					"retry_after_seconds": q.retrySeconds(), "reset": q.Reset})
-				return nil, &jsonrpc.Error{Code: CodeQuota, Message: q.Error(), Data: data}
+			// Admitted at the HTTP front door (which answers 429 over a limit), or here.
+			if d := s.admits.take(admissionOf(req)); d != nil {
+				done = d
+			} else {
+				d, q := s.limits.startCall(who.key, time.Now())
+				if q != nil {
+					s.metrics.quota(who.name, q.Limit)
+					log.Info("tool call over quota", "limit", q.Limit)
+					return nil, &jsonrpc.Error{Code: CodeQuota, Message: q.Error(), Data: q.data()}
+				}
+				done = d
 			}
-			done = d
 		}
 		s.inflight.Add(1)
 		res, err := next(ctx, method, req)

@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/mcpserver"
@@ -202,11 +200,12 @@ func TestTeamKeys(t *testing.T) {
 	for !exists(started) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, err = a2.CallTool(t.Context(), &mcp.CallToolParams{Name: "terminal", Arguments: map[string]any{"command": "echo second"}})
-	var we *jsonrpc.Error
-	if !errors.As(err, &we) || we.Code != mcpserver.CodeQuota || !strings.Contains(we.Message, "max_concurrent") ||
-		!strings.Contains(we.Message, "retry in") {
-		t.Errorf("alice's second concurrent call: %v; want a quota error naming max_concurrent and when to retry", err)
+	second := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"terminal","arguments":{"command":"echo second"}}}`
+	code, hdr, body = post(t, url, alice, a2.ID(), second)
+	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(body, "max_concurrent") ||
+		!strings.Contains(body, "retry in") || !strings.Contains(body, strconv.Itoa(mcpserver.CodeQuota)) {
+		t.Errorf("alice's second concurrent call: %d Retry-After %q %q; want 429 with a quota error naming max_concurrent and when to retry",
+			code, hdr.Get("Retry-After"), body)
 	}
 	t0 := time.Now()
 	ok(t, b, "terminal", map[string]any{"command": "echo bob"}, &out)
@@ -226,8 +225,8 @@ func TestTeamKeys(t *testing.T) {
 		ok(t, b, "sandbox_info", nil, nil)
 	}
 	_, err = b.CallTool(t.Context(), &mcp.CallToolParams{Name: "sandbox_info"})
-	if !errors.As(err, &we) || we.Code != mcpserver.CodeQuota || !strings.Contains(we.Message, "rate") {
-		t.Errorf("bob's 7th call in a minute: %v; want a quota error naming the rate", err)
+	if err == nil || !strings.Contains(err.Error(), http.StatusText(http.StatusTooManyRequests)) {
+		t.Errorf("bob's 7th call in a minute: %v; want HTTP 429 (Too Many Requests)", err)
 	}
 
 	// Metrics match what was done.

@@ -1,0 +1,23 @@
+package docker
+
+import "github.com/hermes-sandbox/hermes-sandbox/sandbox"
+
+// PoolStats reports the warm pool: docker.pool_size, and the containers ready now (none
+// before the first Open starts the pool).
+func (b *Backend) PoolStats() sandbox.PoolStats {
+	st := sandbox.PoolStats{Size: max(b.cfg.PoolSize, 0)}
+	if p := b.getPool(); p != nil {
+		p.mu.Lock()
+		st.Ready = len(p.ready)
+		p.mu.Unlock()
+	}
+	return st
+}
+
+var _ sandbox.PoolReporter = (*Backend)(nil)
+
+// RecordsOwners says the backend labels the containers of an ephemeral process (labelOwner)
+// and of a warm pool (labelPool) with their owner process.
+func (b *Backend) RecordsOwners() bool { return true }
+
+var _ sandbox.OwnerRecorder = (*Backend)(nil)
