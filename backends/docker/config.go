@@ -391,7 +391,7 @@ func (b *Backend) specHash() string {
 	fmt.Fprintf(h, "v1\x00%s\x00%v\x00%d\x00%g\x00%d\x00%v\x00%v\x00%q\x00%s\x00%s\x00%q\x00%q\x00%s\x00%q\x00%s\x00%s\x00%q",
 		b.image(), b.networkSpec(), b.cfg.MemoryLimit, b.cfg.CPUQuota, b.cfg.PidsLimit, b.cfg.ReadOnlyRootfs,
 		b.cfg.Privileged, b.cfg.SecurityOpt, b.cfg.User, workdir(b.cfg), b.cfg.Volumes, b.env, b.cfg.GPUs, b.cfg.ExtraHosts,
-		b.cfg.Runtime, fmt.Sprintf("%s@%d-%d", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano()), b.agent.Args)
+		b.runtimeSpec(), fmt.Sprintf("%s@%d-%d", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano()), b.agent.Args)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -414,7 +414,7 @@ func (b *Backend) settingParts() [][2]string {
 		{"docker.env", fmt.Sprintf("%q", b.env)},
 		{"docker.gpus", b.cfg.GPUs},
 		{"docker.extra_hosts", fmt.Sprintf("%q", b.cfg.ExtraHosts)},
-		{"docker.runtime", b.cfg.Runtime},
+		{"docker.runtime", b.runtimeSpec()},
 		{"helper binary", fmt.Sprintf("%s@%d-%d %q", b.agent.Path, b.agent.Size, b.agent.ModTime.UnixNano(), b.agent.Args)},
 	}
 }
@@ -456,6 +456,15 @@ func (b *Backend) staleSettings(labels map[string]string) []string {
 		out = []string{"settings changed since it was made"}
 	}
 	return out
+}
+
+// runtimeSpec is docker.runtime's part of specHash: under gVisor, containers made before its
+// processes were bounded inside (gvisorHostPids) count as made from other settings.
+func (b *Backend) runtimeSpec() string {
+	if b.eng.gvisor {
+		return b.cfg.Runtime + " (gvisor nproc)"
+	}
+	return b.cfg.Runtime
 }
 
 // networkSpec is the network's part of specHash: none and open hash as network_enabled
@@ -524,6 +533,9 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 	for _, u := range b.eng.ulimits {
 		// Podman asks for more open files and processes than some hosts allow, and runc
 		// then fails to start the container (engine.go).
+		if u.Name == "nproc" && b.eng.gvisor && cfg.PidsLimit > 0 {
+			continue // set below
+		}
 		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
 	}
 	if b.network() != config.NetworkOpen {
@@ -547,6 +559,11 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 	}
 	if cfg.PidsLimit > 0 {
 		hc.PidsLimit = ptr(cfg.PidsLimit)
+		if b.eng.gvisor {
+			// gVisor's kernel bounds the processes; the host's cgroup its threads (engine.go).
+			hc.PidsLimit = ptr(gvisorHostPids(cfg.PidsLimit))
+			hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "nproc", Soft: cfg.PidsLimit, Hard: cfg.PidsLimit})
+		}
 	}
 	spec := containerSpec{config: c, host: hc}
 	if !b.workspaceMounted(vols) {

@@ -37,7 +37,7 @@ func (b *Backend) prepare(ctx context.Context) error {
 	if b.agent != nil {
 		return nil
 	}
-	eng, err := detectEngine(ctx, b.cli, b.local, b.opts.Getenv)
+	eng, err := detectEngine(ctx, b.cli, b.local, b.cfg.Runtime, b.opts.Getenv)
 	if err != nil {
 		return b.engineErr("connect", "", err)
 	}

@@ -11,6 +11,10 @@ package docker
 //     PID 1 itself: it reaps orphaned processes and ends on the stop signal (agent idle).
 //   - tmpfs options: Podman refuses uid= and gid= on /tmp's tmpfs; its option U does that.
 //   - open files and processes: Podman asks for more than some hosts allow (engineInfo.ulimits).
+//
+// And the runtime behind docker.runtime: gVisor's runsc (found by the runtime's path) counts
+// processes differently (gvisorHostPids).
+//
 //   - everything else the backend uses (labels and label filters, volumes with labels, tmpfs
 //     options, network mode none, hijacked exec attach, archive upload into a created
 //     container, image import) Podman 4.3 serves as Docker does; the conformance and hardening
@@ -46,7 +50,30 @@ type engineInfo struct {
 	// bounds its processes anyway), so Podman gets podmanUlimits, lowered to this process's
 	// own hard limits.
 	ulimits []container.Ulimit
+	// gvisor is whether docker.runtime is gVisor's runsc (the engine's runtime of that name
+	// runs a binary called runsc).
+	gvisor bool
 }
+
+// gVisor's process limit. Under runsc the host kernel does not see the sandbox's processes:
+// the host's pids cgroup counts gVisor's own threads, and on the ptrace platform each process
+// in the sandbox costs the host about ten of them (a stub process with a thread for each
+// thread of gVisor's that ran it: 256 sleeping processes took 2,699 host tasks here). With
+// docker.pids_limit as the host's pids.max, a few dozen processes exhaust it, gVisor cannot
+// start its next stub, and its kernel panics: the container exits with status 2 and every
+// command in it is lost. So under gVisor:
+//   - the sandbox's own kernel bounds its processes: RLIMIT_NPROC (nproc) at docker.pids_limit,
+//     which gVisor enforces per user (a fork past it fails with EAGAIN, "can't fork", and the
+//     sandbox lives on); as under Linux, it does not bind root (docker.user 0);
+//   - the host's pids cgroup still bounds gVisor's threads, at gvisorTasksPerProcess per
+//     allowed process plus gvisorBaseTasks, out of the sandbox's reach in normal use.
+const (
+	gvisorTasksPerProcess = 16
+	gvisorBaseTasks       = 256
+)
+
+// gvisorHostPids is the host's pids.max for a gVisor sandbox allowed n processes.
+func gvisorHostPids(n int64) int64 { return n*gvisorTasksPerProcess + gvisorBaseTasks }
 
 // podmanUlimits are the open files and processes a sandbox on Podman may have: enough for
 // any build, and below the hard limits of ordinary hosts (Debian's default nproc for root in
@@ -63,12 +90,21 @@ var podmanInitPaths = []string{"/usr/libexec/podman/catatonit", "/usr/libexec/ca
 
 // detectEngine asks the engine what it is. Only a local engine's init can be checked (its
 // files are on this host); a remote Podman gets the helper as PID 1, which works everywhere.
-func detectEngine(ctx context.Context, cli *client.Client, local bool, getenv func(string) (string, bool)) (engineInfo, error) {
+func detectEngine(ctx context.Context, cli *client.Client, local bool, runtimeName string, getenv func(string) (string, bool)) (engineInfo, error) {
 	v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
 		return engineInfo{}, err
 	}
 	e := engineInfo{arch: v.Arch, product: "Docker Engine " + v.Version, init: true, initNote: "docker-init (the engine's own)"}
+	if runtimeName != "" {
+		path := runtimeName
+		if info, err := cli.Info(ctx, client.InfoOptions{}); err == nil {
+			if rt, ok := info.Info.Runtimes[runtimeName]; ok && rt.Path != "" {
+				path = rt.Path
+			}
+		}
+		e.gvisor = filepath.Base(path) == "runsc"
+	}
 	for _, c := range v.Components {
 		if strings.HasPrefix(c.Name, "Podman") {
 			e.podman = true
@@ -165,6 +201,13 @@ func (b *Backend) Describe() string {
 	rt := b.cfg.Runtime
 	if rt == "" {
 		rt = "the engine's default runtime"
+	}
+	if e.gvisor {
+		rt += " (gVisor: its own kernel serves the system calls"
+		if n := b.cfg.PidsLimit; n > 0 {
+			rt += fmt.Sprintf("; processes bounded by nproc %d inside it, its threads by the host's pids.max %d", n, gvisorHostPids(n))
+		}
+		rt += ")"
 	}
 	return fmt.Sprintf("engine %s (%s): %s; init: %s; runtime: %s", b.host, b.source, e.product, e.initNote, rt)
 }
