@@ -65,6 +65,7 @@ type Config struct {
 	secretsPath string
 	fileLoaded  bool
 	env         envMap
+	ignoreEnv   []string // LoadWith's Options.IgnoreEnv, for Reload
 	origins     map[string]origin
 }
 
@@ -423,7 +424,7 @@ func (c *Config) FileLoaded() bool { return c.fileLoaded }
 // from: two loads of unchanged settings have the same one.
 func (c *Config) Fingerprint() string {
 	v := *c
-	v.env, v.origins = envMap{}, nil
+	v.env, v.origins, v.ignoreEnv = envMap{}, nil, nil
 	h := sha256.New()
 	fmt.Fprintf(h, "%#v", v) // a Secret prints as *** here…
 	var secrets func(r reflect.Value)

@@ -88,7 +88,7 @@ func LoadWith(opts Options) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.env = env
+	c.env, c.ignoreEnv = env, opts.IgnoreEnv
 	if err := c.applyEnv(env, opts.IgnoreEnv); err != nil {
 		return nil, err
 	}
@@ -99,6 +99,30 @@ func LoadWith(opts Options) (*Config, error) {
 		return nil, joinErrors(errs)
 	}
 	return c, nil
+}
+
+// Reload loads the configuration again as LoadWith loaded c: the same files and environment.
+// A process that outlives a change to the files (a session owner, an MCP server) uses it to
+// follow them. A Config that was not loaded from a file (NewConfig) is returned as it is.
+func (c *Config) Reload() (*Config, error) {
+	if c.path == "" {
+		return c, nil
+	}
+	n, err := loadFiles(c.path, true)
+	if err != nil {
+		return nil, err
+	}
+	n.env, n.ignoreEnv = c.env, c.ignoreEnv
+	if err := n.applyEnv(n.env, n.ignoreEnv); err != nil {
+		return nil, err
+	}
+	if errs := n.validate(); len(errs) > 0 {
+		for _, e := range errs {
+			n.locate(e)
+		}
+		return nil, joinErrors(errs)
+	}
+	return n, nil
 }
 
 // loadFiles returns defaults overlaid with the config file and, if

@@ -64,6 +64,10 @@ type EgressEvent struct {
 	BytesUp   int64
 	BytesDown int64
 	Duration  time.Duration
+	// Change, when set, makes the event a change of the egress settings in force for the
+	// session (an allowlist or brokered secret edited in the configuration while it ran),
+	// seen by the proxy before its next decision: what changed, never a value.
+	Change string
 }
 
 // EgressObserver is implemented by backends that see each outbound connection (docker with

@@ -36,7 +36,7 @@ func Backends() *sandbox.Registry[*config.Config] {
 	r.Register("modal", noBroker("modal", "no egress proxy runs for it", newModal))
 	r.Register("daytona", noBroker("daytona", "no egress proxy runs for it", newDaytona))
 	r.Register("vercel", noBroker("vercel", "no egress proxy of this tool runs for it", newVercel))
-	r.Register("kubernetes", noBroker("kubernetes", "its egress proxy does not broker secrets yet", newKubernetes))
+	r.Register("kubernetes", newKubernetes)
 	return r
 }
 
@@ -68,6 +68,7 @@ func newLocal(c cfg, o opts) (backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.Live = egress.NewLive(c, o.Environ, local.Name, func(c *config.Config) []string { return c.Local.EgressAllow }, g.Secrets)
 	sec.Brokering = g
 	return local.NewWith(sec, o)
 }

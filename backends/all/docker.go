@@ -19,5 +19,7 @@ func newDocker(c cfg, o opts) (backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A session owner or MCP server outlives edits of the configuration: its proxies follow them.
+	g.Live = egress.NewLive(c, o.Environ, "docker", func(c *config.Config) []string { return c.Docker.EgressAllow }, g.Secrets)
 	return sandbox.AsBackend(docker.NewWith(c.Docker, o, docker.Options{Brokering: g}))
 }

@@ -76,7 +76,9 @@ func (b *Backend) Egress() sandbox.EgressReport {
 // overrides is the configured allowlist with each live session's change to it (`sessions
 // network`), shared with the kubernetes backend (internal/egress).
 func (b *Backend) overrides() egress.Overrides {
-	return egress.NewOverrides(filepath.Join(filepath.Dir(b.records.Dir), "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
+	o := egress.NewOverrides(filepath.Join(filepath.Dir(b.records.Dir), "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
+	o.Live = b.extra.Brokering.Live // the configuration as it is now, in a process that outlives a change
+	return o
 }
 
 func (b *Backend) overridePath(session string) string { return b.overrides().Path(session) }
@@ -259,8 +261,7 @@ func (b *Backend) startRelay(ctx context.Context, id, session string) (*relay, e
 	r.ms = mux.New(pr, hr.Conn, closer)
 	popts := egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
 		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log}
-	b.extra.Brokering.Apply(&popts)
-	if popts.Broker, err = b.sessionBroker(session); err != nil { // secrets.go
+	if err = b.extra.Brokering.ApplySession(&popts, b.brokerDir()); err != nil { // secrets.go
 		r.ms.Close()
 		hr.Close()
 		if sock != nil {

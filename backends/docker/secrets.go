@@ -22,7 +22,7 @@ func (b *Backend) brokerDir() string {
 // sessionBroker is session's broker, nil when no secret is brokered (or the network is not
 // allowlist: the factory refuses secrets.broker then).
 func (b *Backend) sessionBroker(session string) (*egress.Broker, error) {
-	return b.extra.Brokering.Broker(b.brokerDir(), session)
+	return b.extra.Brokering.SessionBroker(b.brokerDir(), session)
 }
 
 // sessionEnv is what each command of session gets besides its own variables: the

@@ -48,7 +48,9 @@ func (b *Backend) denyEgress() bool { return b.network() != config.NetworkOpen }
 
 // overrides is the configured allowlist with each live session's change to it.
 func (b *Backend) overrides() egress.Overrides {
-	return egress.NewOverrides(filepath.Join(b.opts.StateDir, "kubernetes", "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
+	o := egress.NewOverrides(filepath.Join(b.opts.StateDir, "kubernetes", "egress"), Name, b.cfg.EgressAllow, b.opts.EgressAllow, b.log)
+	o.Live = b.extra.Egress.Live // the configuration as it is now, in a process that outlives a change
+	return o
 }
 
 // ObserveEgress installs the function that receives every connection the proxy decides on
@@ -227,7 +229,10 @@ func (b *Backend) startRelay(ctx context.Context, pod, session string) (*relay, 
 	r.ms = mux.New(outR, inW, inW)
 	popts := egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.overrides().ConfigKey,
 		Resolver: b.extra.EgressResolver, AllowLoopback: b.extra.EgressAllowLoopback, Record: b.egressObs.Recorder(Name), Logger: log}
-	b.extra.Egress.Apply(&popts)
+	if err := b.extra.Egress.ApplySession(&popts, b.brokerDir()); err != nil { // secrets.go
+		cancel()
+		return nil, &sandbox.Error{Backend: Name, Op: "egress relay", ID: session, Err: err}
+	}
 	r.proxy = egress.New(popts)
 	var streamErr error
 	go func() {

@@ -77,6 +77,10 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if err != nil {
 		return channel.Started{}, b.mapErr("start helper", s.name, err)
 	}
+	if err := b.installBundle(ctx, s.name, client); err != nil { // secrets.go
+		client.Close()
+		return channel.Started{}, b.mapErr("install the session's CA bundle", s.name, err)
+	}
 	if err := s.startEgress(ctx, pod.Name); err != nil {
 		client.Close()
 		return channel.Started{}, err

@@ -82,8 +82,8 @@ type Options struct {
 	EgressResolver egress.Resolver
 	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
 	EgressAllowLoopback bool
-	// Egress is the egress section (egress.hosts, egress.allow_private) for the proxy;
-	// secrets are not brokered here (backends/all refuses secrets.broker).
+	// Egress is the egress section (egress.hosts, egress.allow_private) and the brokered
+	// secrets (secrets.broker) for the proxy, with kubernetes.network allowlist (secrets.go).
 	Egress egress.Brokering
 	// WaitReport is how often a start that waits says why (0 = sandbox.DefaultWaitReport).
 	WaitReport time.Duration
@@ -296,6 +296,10 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	if _, err := b.cluster(); err != nil {
 		return nil, err
 	}
+	pass, err := b.sessionEnv(name) // secrets.go
+	if err != nil {
+		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
+	}
 	s := &session{b: b, name: name}
 	s.Session = channel.New(channel.Options{
 		Backend:  Name,
@@ -303,8 +307,9 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		Start:    s.start,
 		SpillDir: b.spillDir,
 		Logger:   b.log,
-		// The caller's current passthrough values, at every command.
-		Passthrough: b.passEnv,
+		// The caller's current passthrough values, and the brokered secrets' placeholders,
+		// at every command.
+		Passthrough: pass,
 		OnClose:     s.onClose,
 	})
 	return s, nil

@@ -71,6 +71,7 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 	}
 	defer sandbox.RemoveSpills(b.spillDir, name)
 	defer b.overrides().Remove(name) // a live allowlist change ends with its session
+	defer b.forgetBroker(name)       // and its placeholders and CA (secrets.go)
 	c, err := b.cluster()
 	if err != nil {
 		return err

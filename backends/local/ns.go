@@ -189,8 +189,7 @@ func (b *Backend) startRelay(ctx context.Context, spec nsbox.Spec) (func(), erro
 	ms := mux.New(rc, rc, rc)
 	popts := egress.Options{Session: spec.Session, Allow: b.overrides().AllowFunc(spec.Session), ConfigKey: b.allowBy,
 		Resolver: b.resolver, AllowLoopback: b.allowLoopback, Record: b.egress.Recorder(Name), Logger: log}
-	b.brokering.Apply(&popts)
-	if popts.Broker, err = b.sessionBroker(spec.Session); err != nil { // secrets.go
+	if err = b.brokering.ApplySession(&popts, b.brokerDir()); err != nil { // secrets.go
 		ms.Close()
 		return nil, err
 	}
@@ -212,7 +211,8 @@ func (b *Backend) startRelay(ctx context.Context, spec nsbox.Spec) (func(), erro
 // overrides is the configured allowlist with each live session's change to it (`sessions
 // network`).
 func (b *Backend) overrides() egress.Overrides {
-	return egress.Overrides{Dir: filepath.Join(b.opts.StateDir, "local-egress"), Base: b.allow, ConfigKey: b.allowBy, Logger: b.opts.Log()}
+	return egress.Overrides{Dir: filepath.Join(b.opts.StateDir, "local-egress"), Base: b.allow, ConfigKey: b.allowBy, Logger: b.opts.Log(),
+		Live: b.brokering.Live}
 }
 
 // ObserveEgress installs the function that receives every connection the proxy decides on

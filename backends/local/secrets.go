@@ -22,7 +22,7 @@ import (
 func (b *Backend) brokerDir() string { return filepath.Join(b.opts.StateDir, "local-egress-broker") }
 
 func (b *Backend) sessionBroker(session string) (*egress.Broker, error) {
-	return b.brokering.Broker(b.brokerDir(), session)
+	return b.brokering.SessionBroker(b.brokerDir(), session)
 }
 
 // bundleDir is where sessions' CA bundles go: outside the state directory, which commands

@@ -134,6 +134,12 @@ func egressAuditor(sink audit.Sink, log *slog.Logger) func(sandbox.EgressEvent) 
 			Command: ev.Method + " " + net.JoinHostPort(ev.Host, strconv.Itoa(ev.Port)), Decision: ev.Decision,
 			Approver: "egress_allow", Reason: ev.Reason, Error: ev.Error, Host: ev.Host, Port: ev.Port,
 			BytesUp: ev.BytesUp, BytesDown: ev.BytesDown}
+		if ev.Change != "" {
+			// The configuration changed under a live session: its proxy follows it from now on.
+			r = audit.Record{Type: audit.TypeEgressPolicy, Tool: audit.ToolEgress, Session: ev.Session, Backend: ev.Backend,
+				Command: "egress settings changed in the configuration", Decision: ev.Decision, Approver: "config",
+				Reason: ev.Change}
+		}
 		r.SetDuration(ev.Duration)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()

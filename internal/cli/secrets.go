@@ -28,7 +28,9 @@ placeholder, unique to the session; the egress proxy replaces it with the real v
 headers (and HTTP basic auth) only on connections to the secret's hosts, terminating TLS for those
 hosts with a per-session CA the sandbox trusts. Sent anywhere else, the placeholder goes out
 unchanged and the audit log records a possible exfiltration. Works where the egress proxy runs:
-docker with docker.network allowlist, local with local.network allowlist.
+docker with docker.network allowlist, local with local.network allowlist, kubernetes with
+kubernetes.network allowlist. Adding or removing a secret applies to running sessions from their
+next connection.
 
   printf %s "$GITHUB_TOKEN" | hermes-sandbox secrets add GITHUB_TOKEN --host github.com --host api.github.com`,
 	}

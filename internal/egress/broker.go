@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/egress/rule"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
@@ -62,6 +63,9 @@ type brokered struct {
 // concurrent use.
 type Broker struct {
 	secrets []brokered
+	// retired maps the placeholders the session holds for secrets no longer brokered (removed
+	// from secrets.broker while it ran) to their names: never replaced, reported by name.
+	retired map[string]string
 	caCert  *x509.Certificate
 	caKey   crypto.Signer
 	caPEM   []byte
@@ -93,6 +97,13 @@ func NewBroker(dir, session string, secrets []Secret) (*Broker, error) {
 	path := ""
 	if dir != "" {
 		path = BrokerStatePath(dir, session)
+		// The processes serving a session (its owner's proxy, a CLI call opening it) add a
+		// new secret's placeholder one at a time, so that they all keep the same one.
+		if err := os.MkdirAll(dir, 0o700); err == nil {
+			if unlock, err := flock.Lock(path + ".lock"); err == nil {
+				defer unlock()
+			}
+		}
 		data, err := os.ReadFile(path)
 		switch {
 		case err == nil:
@@ -127,6 +138,14 @@ func NewBroker(dir, session string, secrets []Secret) (*Broker, error) {
 		}
 		b.secrets = append(b.secrets, brokered{Secret: s, rules: rules, placeholder: ph})
 	}
+	for name, ph := range st.Placeholders {
+		if !slices.ContainsFunc(b.secrets, func(s brokered) bool { return s.Name == name }) && strings.HasPrefix(ph, PlaceholderPrefix) {
+			if b.retired == nil {
+				b.retired = map[string]string{}
+			}
+			b.retired[ph] = name
+		}
+	}
 	if st.CACert != "" {
 		if err := b.loadCA(st); err != nil {
 			return nil, fmt.Errorf("egress broker: %s: %w (remove it; the session then gets a new CA)", path, err)
@@ -146,7 +165,10 @@ func NewBroker(dir, session string, secrets []Secret) (*Broker, error) {
 }
 
 // RemoveBrokerState forgets session's placeholders and CA (its session ended).
-func RemoveBrokerState(dir, session string) { os.Remove(BrokerStatePath(dir, session)) }
+func RemoveBrokerState(dir, session string) {
+	os.Remove(BrokerStatePath(dir, session))
+	os.Remove(BrokerStatePath(dir, session) + ".lock")
+}
 
 func writePrivate(path string, v any) error {
 	data, err := json.Marshal(v)
@@ -331,6 +353,11 @@ func (b *Broker) rewrite(h http.Header, host string, port int) (used, leaked []s
 					note(&leaked, s.Name)
 				}
 			}
+			for ph, name := range b.retired {
+				if strings.Contains(v, ph) {
+					note(&leaked, name+retiredNote)
+				}
+			}
 			if b.foreign(v) {
 				note(&leaked, otherSession)
 			}
@@ -390,6 +417,11 @@ func (b *Broker) basicAuth(v string, host string, port int, used, leaked *[]stri
 			*used = append(*used, s.Name)
 		}
 	}
+	for ph, name := range b.retired {
+		if strings.Contains(user+":"+pass, ph) && !slices.Contains(*leaked, name+retiredNote) {
+			*leaked = append(*leaked, name+retiredNote)
+		}
+	}
 	if b.foreign(user+":"+pass) && !slices.Contains(*leaked, otherSession) {
 		*leaked = append(*leaked, otherSession)
 	}
@@ -402,10 +434,16 @@ func (b *Broker) basicAuth(v string, host string, port int, used, leaked *[]stri
 // otherSession stands for a placeholder this broker did not make in an event's reason.
 const otherSession = "another session's secret"
 
+// retiredNote follows the name of a secret no longer brokered in an event's reason.
+const retiredNote = " (no longer brokered: not replaced)"
+
 // foreign reports whether v holds a placeholder that is not one of this session's.
 func (b *Broker) foreign(v string) bool {
 	for _, s := range b.secrets {
 		v = strings.ReplaceAll(v, s.placeholder, "")
+	}
+	for ph := range b.retired {
+		v = strings.ReplaceAll(v, ph, "")
 	}
 	return strings.Contains(v, PlaceholderPrefix)
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
@@ -22,6 +23,9 @@ type Brokering struct {
 	AllowPrivate []netip.Prefix
 	// UpstreamRoots verifies intercepted hosts' servers (nil: this host's trust); tests set it.
 	UpstreamRoots *x509.CertPool
+	// Live, if set, is the configuration the proxies follow while sessions run (NewLive):
+	// the allowlist and Secrets as they are now, not as they were when the backend was built.
+	Live *Live
 }
 
 // BrokeringOf resolves the configuration's brokered secrets (values from secrets.yaml or
@@ -67,8 +71,8 @@ func RefuseBrokering(c *config.Config, backend, why string) error {
 		return nil
 	}
 	return fmt.Errorf("%s: secrets.broker has entries (%s) but %s, so they cannot be brokered; "+
-		"they are not passed in as plain variables either: use docker with docker.network allowlist or local with "+
-		"local.network allowlist, or remove them (hermes-sandbox secrets rm NAME): %w",
+		"they are not passed in as plain variables either: use docker with docker.network allowlist, local with "+
+		"local.network allowlist or kubernetes with kubernetes.network allowlist, or remove them (hermes-sandbox secrets rm NAME): %w",
 		backend, c.Secrets.Broker[0].Name, why, sandbox.ErrInvalidConfig)
 }
 
@@ -85,6 +89,24 @@ func (g Brokering) Broker(dir, session string) (*Broker, error) {
 	return NewBroker(dir, session, g.Secrets)
 }
 
+// SessionBroker is session's broker for the secrets in force now (Live's, else Secrets).
+func (g Brokering) SessionBroker(dir, session string) (*Broker, error) {
+	return Brokering{Secrets: g.Live.SecretsOr(g.Secrets)}.Broker(dir, session)
+}
+
+// ApplySession sets the options of o.Session's proxy that come from the egress section and
+// the secrets: its brokers (state in dir) and the live configuration they follow. A broker
+// that cannot be made now is an error.
+func (g Brokering) ApplySession(o *Options, dir string) error {
+	g.Apply(o)
+	if _, err := g.SessionBroker(dir, o.Session); err != nil {
+		return err
+	}
+	o.Live = g.Live
+	o.Brokers = g.Live.Brokers(dir, o.Session, g.Secrets, o.Logger)
+	return nil
+}
+
 // CAEnv are the variables that point the usual TLS clients at a CA bundle.
 var CAEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"}
 
@@ -99,20 +121,7 @@ var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls
 // It returns the file's name.
 func (b *Broker) WriteBundle(dir string, environ []string) (string, error) {
 	name := bundleName(b.caPEM)
-	var data []byte
-	cands := systemBundles
-	for _, kv := range environ {
-		if len(kv) > len("SSL_CERT_FILE=") && kv[:len("SSL_CERT_FILE=")] == "SSL_CERT_FILE=" {
-			cands = append([]string{kv[len("SSL_CERT_FILE="):]}, cands...)
-		}
-	}
-	for _, p := range cands {
-		if d, err := os.ReadFile(p); err == nil {
-			data = append(d, '\n')
-			break
-		}
-	}
-	data = append(data, b.caPEM...)
+	data := b.Bundle(environ)
 	tmp := filepath.Join(dir, name+".tmp"+sandbox.RandomHex(4))
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return "", fmt.Errorf("egress broker: write the session's CA bundle: %w", err)
@@ -127,6 +136,28 @@ func (b *Broker) WriteBundle(dir string, environ []string) (string, error) {
 	}
 	return name, nil
 }
+
+// Bundle is the CA bundle for the sandbox: this host's system bundle (or SSL_CERT_FILE in
+// environ) followed by the session's CA certificate (never its key).
+func (b *Broker) Bundle(environ []string) []byte {
+	var data []byte
+	cands := systemBundles
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "SSL_CERT_FILE="); ok && v != "" {
+			cands = append([]string{v}, cands...)
+		}
+	}
+	for _, p := range cands {
+		if d, err := os.ReadFile(p); err == nil {
+			data = append(d, '\n')
+			break
+		}
+	}
+	return append(data, b.caPEM...)
+}
+
+// BundleName is the file name of the session's CA bundle (WriteBundle's), derived from its CA.
+func (b *Broker) BundleName() string { return bundleName(b.caPEM) }
 
 // SandboxEnv is the sandbox's view of the broker: each secret's placeholder, and the CA
 // variables pointing at bundle (the path of WriteBundle's file as the sandbox sees it).
@@ -149,6 +180,7 @@ func RemoveSession(dir, bundleDir, session string) {
 		}
 	}
 	os.Remove(path)
+	os.Remove(path + ".lock")
 }
 
 // bundleName is the file name of a CA bundle for the CA certificate caPEM.

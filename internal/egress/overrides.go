@@ -27,6 +27,9 @@ type Overrides struct {
 	ConfigKey string
 	// Logger receives a warning when a session's allowlist cannot be read; nil discards.
 	Logger *slog.Logger
+	// Live, if set, replaces Base with the configured allowlist in force now, read again
+	// when the configuration changes (see Live).
+	Live *Live
 
 	section string // the backend's config section (NewOverrides), for messages
 	own     bool   // Base is the section's own list, not terminal.egress_allow
@@ -64,9 +67,21 @@ func readChange(path string) (sessionChange, error) {
 // Allowlist returns the allowlist in force for session: Base with the session's change
 // applied. A broken change file is an error (the caller allows nothing).
 func (o Overrides) Allowlist(session string) (Allowlist, error) {
-	base, err := ParseAllowlist(o.Base)
+	return o.allowlist(session, o.Live.Get())
+}
+
+// allowlist is Allowlist with the live settings snap (nil: Base).
+func (o Overrides) allowlist(session string, snap *Snapshot) (Allowlist, error) {
+	list, key := o.Base, o.ConfigKey
+	if snap != nil {
+		if snap.Err != nil {
+			return Allowlist{}, snap.Err
+		}
+		list, key = snap.Base()
+	}
+	base, err := ParseAllowlist(list)
 	if err != nil {
-		return Allowlist{}, fmt.Errorf("%s: %w", o.ConfigKey, err)
+		return Allowlist{}, fmt.Errorf("%s: %w", key, err)
 	}
 	c, err := readChange(o.Path(session))
 	if err != nil {
@@ -96,12 +111,16 @@ func (o Overrides) AllowFunc(session string) func() Allowlist {
 	return func() Allowlist {
 		st := "absent"
 		if fi, err := os.Stat(path); err == nil {
-			st = fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
+			st = fmt.Sprintf("%d/%d/%s", fi.ModTime().UnixNano(), fi.Size(), fileID(fi))
+		}
+		snap := o.Live.Get()
+		if snap != nil {
+			st += fmt.Sprintf("/g%d", snap.Gen)
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		if st != stamp {
-			a, err := o.Allowlist(session)
+			a, err := o.allowlist(session, snap)
 			if err != nil && o.Logger != nil {
 				o.Logger.Warn("egress allowlist unreadable; allowing nothing", "session", session, "err", err)
 			}

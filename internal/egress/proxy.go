@@ -44,6 +44,10 @@ type Event struct {
 	// Secrets names the brokered secrets whose values the proxy put in the request (names
 	// only, never values).
 	Secrets []string
+	// Change, when set, makes the event a change of the settings in force for the session
+	// (Options.Live), seen at its first connection since: what changed, never a value. Method,
+	// Host and Port are then empty.
+	Change string
 }
 
 // Resolver resolves host names; *net.Resolver is one. Tests map names to local servers.
@@ -82,6 +86,12 @@ type Options struct {
 	// Broker, if not nil, holds the session's brokered secrets: CONNECTs to their hosts are
 	// intercepted (broker.go, intercept.go).
 	Broker *Broker
+	// Brokers, if set, replaces Broker: it returns the broker in force, asked once per
+	// connection (Live.Brokers), so secrets added or removed apply to the next connection.
+	Brokers func() *Broker
+	// Live, if set, is the configuration the allowlist and Brokers follow: at each new
+	// connection after it changed, the proxy records one event saying what changed (Change).
+	Live *Live
 	// UpstreamRoots verifies the servers of intercepted hosts; nil is this host's trust
 	// (which honours SSL_CERT_FILE).
 	UpstreamRoots *x509.CertPool
@@ -107,6 +117,9 @@ type Proxy struct {
 
 	trOnce sync.Once
 	tr     *http.Transport // set once by transport(); the client for intercepted hosts
+
+	seenMu sync.Mutex
+	seen   *Snapshot // guarded by seenMu; the live settings the last event told of
 }
 
 // New returns a proxy.
@@ -124,7 +137,43 @@ func New(opts Options) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{opts: opts, log: log, conns: map[io.Closer]struct{}{}, done: make(chan struct{})}
+	return &Proxy{opts: opts, log: log, conns: map[io.Closer]struct{}{}, done: make(chan struct{}), seen: opts.Live.Get()}
+}
+
+// broker returns the broker in force for a new connection.
+func (p *Proxy) broker() *Broker {
+	if p.opts.Brokers != nil {
+		return p.opts.Brokers()
+	}
+	return p.opts.Broker
+}
+
+// noteChange records, once per change, that the live settings differ from those the
+// session's last event told of. It runs before a connection is decided on, so the change's
+// record comes before the first decision made under it.
+func (p *Proxy) noteChange() {
+	if p.opts.Live == nil {
+		return
+	}
+	s := p.opts.Live.Get()
+	// Held while the change is recorded: a connection that comes meanwhile waits here, so
+	// that no decision under the new settings is recorded before the change itself.
+	p.seenMu.Lock()
+	defer p.seenMu.Unlock()
+	prev := p.seen
+	if s == prev || (prev != nil && s.Gen <= prev.Gen) { // unchanged, or older than what was told
+		return
+	}
+	p.seen = s
+	change := s.Changes(prev)
+	p.log.Info("egress settings changed; they apply from this connection", "session", p.opts.Session, "change", change)
+	if p.opts.Record != nil {
+		d := Allowed
+		if s.Err != nil {
+			d = Denied
+		}
+		p.opts.Record(Event{Session: p.opts.Session, Decision: d, Change: change})
+	}
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -342,6 +391,8 @@ func (p *Proxy) serveRequest(c net.Conn, br *bufio.Reader, req *http.Request) bo
 		return false
 	}
 	norm, _ := NormalizeHost(host)
+	p.noteChange()
+	broker := p.broker()
 	ev := Event{Session: p.opts.Session, Method: req.Method, Host: norm, Port: port}
 	finish := func() {
 		ev.Duration = time.Since(start)
@@ -356,22 +407,22 @@ func (p *Proxy) serveRequest(c net.Conn, br *bufio.Reader, req *http.Request) bo
 		return false
 	}
 	ev.Decision = Allowed
-	if req.Method == http.MethodConnect && p.opts.Broker.Intercepts(ev.Host, port) {
-		p.intercept(c, br, ev.Host, port, ev, func(e Event) {
+	if req.Method == http.MethodConnect && broker.Intercepts(ev.Host, port) {
+		p.intercept(c, br, broker, ev.Host, port, ev, func(e Event) {
 			if p.opts.Record != nil {
 				p.opts.Record(e)
 			}
 		})
 		return false
 	}
-	if req.Method != http.MethodConnect && p.opts.Broker != nil {
-		if p.opts.Broker.Intercepts(ev.Host, port) {
+	if req.Method != http.MethodConnect && broker != nil {
+		if broker.Intercepts(ev.Host, port) {
 			// A brokered value never crosses the network in clear text.
 			if strings.Contains(fmt.Sprint(req.Header), PlaceholderPrefix) {
 				ev.Reason = "a placeholder was sent over plain HTTP: not replaced (use https:// for brokered hosts)"
 			}
 		} else {
-			_, leaked := p.opts.Broker.rewrite(req.Header, ev.Host, port)
+			_, leaked := broker.rewrite(req.Header, ev.Host, port)
 			if strings.Contains(req.URL.String(), PlaceholderPrefix) {
 				leaked = append(leaked, "a secret (in the URL)")
 			}

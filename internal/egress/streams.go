@@ -72,7 +72,8 @@ func (o *Observer) Recorder(backend string) func(Event) {
 			reason = strings.TrimPrefix(reason+"; brokered secret added: "+strings.Join(ev.Secrets, ", "), "; ")
 		}
 		fn(sandbox.EgressEvent{Session: ev.Session, Backend: backend, Method: ev.Method, Host: ev.Host, Port: ev.Port,
-			Decision: ev.Decision, Reason: reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration})
+			Decision: ev.Decision, Reason: reason, Error: ev.Error, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown, Duration: ev.Duration,
+			Change: ev.Change})
 	}
 }
 
