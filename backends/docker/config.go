@@ -548,6 +548,11 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 	if cfg.PidsLimit > 0 {
 		hc.PidsLimit = ptr(cfg.PidsLimit)
 	}
+	if role == rolePool && b.recycles() {
+		// PID 1 is then the idle helper, which refuses tracing; docker-init would not, and a
+		// task could plant code in it that outlives the reset (recycle.go).
+		hc.Init = ptr(false)
+	}
 	spec := containerSpec{config: c, host: hc}
 	if !b.workspaceMounted(vols) {
 		spec.workspace = name + "-ws"
