@@ -118,8 +118,9 @@ func (s *Server) reset(req ResetRequest) (ResetReply, error) {
 				problem("remove %s: %v", e, err)
 			}
 		}
-		// A task could keep a few bits in the directory's own times.
-		if err := os.Chtimes(d, now, now); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// A task could keep a few bits in the directory's own times, if it owns it (a
+		// directory it does not own, such as /dev/shm, only its owner can set to a chosen time).
+		if err := os.Chtimes(d, now, now); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrPermission) {
 			problem("reset the times of %s: %v", d, err)
 		}
 	}

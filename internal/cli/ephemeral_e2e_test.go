@@ -140,7 +140,7 @@ func waitPoolMember(t *testing.T, cli *client.Client, scope string) {
 
 // TestEphemeralPoolMemberCarriesNothing: an ephemeral exec through the owner gets a member
 // of the warm pool (proved from the engine while the task runs). The task is an attacker that
-// tries to leave something for the next one: processes started with setsid and nohup, files
+// tries to leave something for the next one: processes started with setsid and orphaned, files
 // and dotfiles in every writable directory (a directory it made unreadable and undeletable
 // for itself among them), a fifo, an export and a cd. The owner resets the member and hands
 // it to the next task (the same container: the test checks it is reused), which sees none of
@@ -161,7 +161,7 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 		`leave /workspace /tmp /dev/shm && mkdir -p /workspace/deep/er /tmp/.hid && leave /workspace/deep/er /tmp/.hid && `+
 		`chmod 0 /workspace/deep && mkfifo /tmp/fifo-carry /workspace/.fifo-carry && `+
 		`export CARRY=secret && cd /tmp && `+
-		`(setsid sleep `+marker+` </dev/null >/dev/null 2>&1 &) && (nohup sleep `+marker+` </dev/null >/dev/null 2>&1 &) && `+
+		`(setsid sleep `+marker+` </dev/null >/dev/null 2>&1 &) && (sleep `+marker+` </dev/null >/dev/null 2>&1 &) && `+
 		// The test's own deadline bounds this wait for the processes to show up.
 		`until [ "$(procs)" = 2 ]; do sleep 0.05; done; hostname && `+
 		`cat /workspace/carry /tmp/.carry /dev/shm/carry && echo "env=$CARRY" && procs && echo ready && read go && echo "go=$go"`)

@@ -110,7 +110,7 @@ func (p *sessionPool) entry(ctx context.Context, a *app, cfg *config.Config) (*p
 		_, err := a.openBackend(ctx, cfg) // its error names what is built in
 		return nil, err
 	}
-	opts := cfg.BackendOptions(sandbox.FactoryOptions{Progress: progress, Environ: a.environ, StateDir: cfg.StateDir()})
+	opts := cfg.BackendOptions(sandbox.FactoryOptions{Progress: progress, Environ: a.environ, StateDir: cfg.StateDir(), Logger: p.logger})
 	b, err := a.registry.New(name, cfg, opts)
 	if err != nil {
 		return nil, err
