@@ -31,21 +31,22 @@ import (
 //     default) nothing can have changed there, so the container's own image is tagged
 //     instead: a commit costs seconds on a slow storage driver and would store nothing;
 //   - its workspace: the /workspace volume's files, copied into a volume of the snapshot's
-//     own (hermes-snap-<scope>-<id>) as a tar stream through the Engine API. Measured here
-//     (2 cores under load, fuse-overlayfs, 100 MB of workspace): the API stream ≈ 2.9–3.1 s,
-//     a `cp -a` in a started helper container ≈ 2.9–5.6 s, an image layer (a second commit
-//     carrying the files, filled into the new volume by the engine's copy-up) ≈ 10–13 s for
-//     commit, copy, commit and run; the stream needs no tool in the image and no container
-//     start, so it is the one used;
+//     own (hermes-snap-<scope>-<id>) inside the engine (copyVolume: a short-lived container
+//     runs the helper's copytree with the source volume mounted read-only), so the files
+//     never pass through this process. It replaced a tar stream through the Engine API
+//     (out of the source container, through this process, into a never-started holder
+//     container) and a holder container per copy;
 //   - its shell state (the helper's state.json: working directory and exported variables),
 //     read through the session's helper and kept on the snapshot volume's labels.
 //
 // The volume's labels are the snapshot's record: Snapshots lists them. Restore makes the new
 // session's container as a fresh one is made (the same hardening, from the snapshot's image),
-// streams the snapshot volume into its workspace volume, and writes the state where the
-// session's helper reads it first. Fork does the same straight from the source (one copy, no
-// snapshot volume) and keeps no snapshot. Running processes are not carried: the new session
-// starts with none of the source's processes or background jobs.
+// copies the snapshot volume into its workspace volume while the container starts, and
+// writes the state where the session's helper reads it first. Fork does the same straight
+// from the source (one copy, no snapshot volume; with a read-only root, from the source's own
+// image, untagged) and keeps no snapshot. Running processes are not carried: the new session
+// starts with none of the source's processes or background jobs (the helper's job records
+// live in the container's /tmp, which is not copied).
 
 // Snapshot labels, on the snapshot's volume (and a committed image).
 const (
