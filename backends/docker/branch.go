@@ -434,6 +434,18 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Minute)
 	defer cancel()
+	image := src.info.Image
+	if !readOnlyRoot(src) {
+		// The root may have changed: commit it. The new container holds the image; the
+		// reference was only needed to create it. The commit pauses the source, so its
+		// state is read after it (an exec into a paused container fails).
+		ref := b.snapshotRef("fork-" + sandbox.RandomHex(6))
+		if err := b.captureImage(ctx, src, ref, "fork"); err != nil {
+			return err
+		}
+		defer b.dropImage(ctx, ref)
+		image = ref
+	}
 	var state []byte
 	stateErr := errors.New("not read")
 	read := make(chan struct{})
@@ -442,17 +454,6 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 		state, stateErr = b.readState(ctx, session)
 	}()
 	defer func() { <-read }()
-	image := src.info.Image
-	if !readOnlyRoot(src) {
-		// The root may have changed: commit it. The new container holds the image; the
-		// reference was only needed to create it.
-		ref := b.snapshotRef("fork-" + sandbox.RandomHex(6))
-		if err := b.captureImage(ctx, src, ref, "fork"); err != nil {
-			return err
-		}
-		defer b.dropImage(ctx, ref)
-		image = ref
-	}
 	return b.materialize(ctx, "fork", newSession, image, "", func() ([]byte, error) { <-read; return state, stateErr }, func(vol string) error {
 		_, err := b.copyVolume(ctx, image, src.volume, vol)
 		return err

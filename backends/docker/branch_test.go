@@ -87,7 +87,7 @@ func TestForkJobs(t *testing.T) {
 func TestGCForkImage(t *testing.T) {
 	be := newBackend(t, func(c *config.Config) { c.Docker.ReadOnlyRootfs = false; c.Docker.User = "0:0" })
 	ctx := ctxT(t, 5*time.Minute)
-	run(t, open(t, be, "gcsrc"), "echo x > /usr/local/gc-x")
+	run(t, open(t, be, "gcsrc"), "mkdir -p /usr/local && echo x > /usr/local/gc-x")
 	if err := be.Fork(ctx, "gcsrc", "gcfork"); err != nil {
 		t.Fatal(err)
 	}
