@@ -1,20 +1,22 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
@@ -29,21 +31,22 @@ import (
 //     default) nothing can have changed there, so the container's own image is tagged
 //     instead: a commit costs seconds on a slow storage driver and would store nothing;
 //   - its workspace: the /workspace volume's files, copied into a volume of the snapshot's
-//     own (hermes-snap-<scope>-<id>) as a tar stream through the Engine API. Measured here
-//     (2 cores under load, fuse-overlayfs, 100 MB of workspace): the API stream ≈ 2.9–3.1 s,
-//     a `cp -a` in a started helper container ≈ 2.9–5.6 s, an image layer (a second commit
-//     carrying the files, filled into the new volume by the engine's copy-up) ≈ 10–13 s for
-//     commit, copy, commit and run; the stream needs no tool in the image and no container
-//     start, so it is the one used;
+//     own (hermes-snap-<scope>-<id>) inside the engine (copyVolume: a short-lived container
+//     runs the helper's copytree with the source volume mounted read-only), so the files
+//     never pass through this process. It replaced a tar stream through the Engine API
+//     (out of the source container, through this process, into a never-started holder
+//     container) and a holder container per copy;
 //   - its shell state (the helper's state.json: working directory and exported variables),
 //     read through the session's helper and kept on the snapshot volume's labels.
 //
 // The volume's labels are the snapshot's record: Snapshots lists them. Restore makes the new
 // session's container as a fresh one is made (the same hardening, from the snapshot's image),
-// streams the snapshot volume into its workspace volume, and writes the state where the
-// session's helper reads it first. Fork does the same straight from the source (one copy, no
-// snapshot volume) and keeps no snapshot. Running processes are not carried: the new session
-// starts with none of the source's processes or background jobs.
+// copies the snapshot volume into its workspace volume while the container starts, and
+// writes the state where the session's helper reads it first. Fork does the same straight
+// from the source (one copy, no snapshot volume; with a read-only root, from the source's own
+// image, untagged) and keeps no snapshot. Running processes are not carried: the new session
+// starts with none of the source's processes or background jobs (the helper's job records
+// live in the container's /tmp, which is not copied).
 
 // Snapshot labels, on the snapshot's volume (and a committed image).
 const (
@@ -72,6 +75,7 @@ func notSnapshot(op, id string, why string) error {
 type source struct {
 	info      container.InspectResponse
 	workspace string // the workspace volume's mount point in the container
+	volume    string // the workspace volume's name
 }
 
 // branchSource finds the session's container and its workspace volume. A session without a
@@ -93,7 +97,7 @@ func (b *Backend) branchSource(ctx context.Context, op, session string) (source,
 	}
 	for _, m := range info.Mounts {
 		if m.Type == mount.TypeVolume && m.Name == b.containerName(session)+"-ws" {
-			return source{info: info, workspace: m.Destination}, nil
+			return source{info: info, workspace: m.Destination, volume: m.Name}, nil
 		}
 	}
 	return source{}, snapErr(op, session, fmt.Errorf("its workspace is not a volume of its own (docker.volumes mounts it from the host), so a copy would share it: %w", sandbox.ErrUnsupported))
@@ -102,7 +106,7 @@ func (b *Backend) branchSource(ctx context.Context, op, session string) (source,
 // captureImage makes ref name the source's root filesystem: its own image when the root is
 // read-only, else a commit (which pauses the container for its duration).
 func (b *Backend) captureImage(ctx context.Context, src source, ref, id string) error {
-	if src.info.HostConfig != nil && src.info.HostConfig.ReadonlyRootfs {
+	if readOnlyRoot(src) {
 		if _, err := b.cli.ImageTag(ctx, client.ImageTagOptions{Source: src.info.Image, Target: ref}); err != nil {
 			return b.engineErr("snapshot", src.info.Name, err)
 		}
@@ -114,6 +118,12 @@ func (b *Backend) captureImage(ctx context.Context, src source, ref, id string) 
 		return b.engineErr("snapshot", src.info.Name, err)
 	}
 	return nil
+}
+
+// readOnlyRoot reports whether the source's root filesystem is read-only, so that it is its
+// image's, unchanged (the writable places, /tmp and the workspace, are not in it).
+func readOnlyRoot(src source) bool {
+	return src.info.HostConfig != nil && src.info.HostConfig.ReadonlyRootfs
 }
 
 // dropImage removes the reference ref; the image itself stays while a container uses it (a
@@ -153,66 +163,109 @@ func (b *Backend) writeState(ctx context.Context, session string, state []byte) 
 	return s.(sandbox.FileSystem).WriteFile(ctx, b.stateFile(), state, 0o600)
 }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// copyTree streams the directory from (in container fromID) into the directory of the same
-// name in toID, owners and modes kept (the engine applies the archive's owners; CopyUIDGID
-// would give every file to the container's user instead), and returns the bytes of the stream.
-func (b *Backend) copyTree(ctx context.Context, fromID, from, toID, to string) (int64, error) {
-	if path.Base(from) != path.Base(to) {
-		return 0, fmt.Errorf("the workspace was at %s and is now at %s (docker.cwd changed): %w", from, to, sandbox.ErrInvalidConfig)
-	}
-	res, err := b.cli.CopyFromContainer(ctx, fromID, client.CopyFromContainerOptions{SourcePath: from})
-	if err != nil {
-		return 0, b.engineErr("copy workspace", shortID(fromID), err)
-	}
-	defer res.Content.Close()
-	cr := &countingReader{r: res.Content}
-	if _, err := b.cli.CopyToContainer(ctx, toID, client.CopyToContainerOptions{DestinationPath: path.Dir(to), Content: cr}); err != nil {
-		return cr.n, b.engineErr("copy workspace", shortID(toID), err)
-	}
-	return cr.n, nil
-}
-
-// holder creates a never-started container with vol mounted at dir, so the Engine API's
-// archive calls can reach the volume; remove removes it.
-func (b *Backend) holder(ctx context.Context, image, vol, dir string) (id string, remove func(), err error) {
+// copyVolume copies the files of the volume from into the volume to (new and empty) inside
+// the engine: a short-lived container of image mounts from read-only at /from and to at /to,
+// and the helper (bind-mounted, as in a session) copies one into the other (agent.CopyTree)
+// as root with only the capabilities a copy needs (owners, modes and unreadable files), no
+// network and a read-only root. It returns the bytes of the files copied.
+//
+// Measured against the Engine API's tar stream it replaced (out of one container, through
+// this process, into another; see BENCHMARKS.md, "Branching"): the files never leave the
+// engine's host, and the copy is the kernel's (copy_file_range), not an archive built,
+// sent twice and unpacked.
+func (b *Backend) copyVolume(ctx context.Context, image, from, to string) (int64, error) {
 	name := "hermes-prep-" + b.scope + "-" + sandbox.RandomHex(5)
 	labels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: rolePrep,
 		labelCreated: time.Now().UTC().Format(time.RFC3339Nano)}
 	for k, v := range b.extra.Labels {
 		labels[k] = v
 	}
-	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: image, Entrypoint: []string{agentInCtr}, Labels: labels, NetworkDisabled: true},
-		HostConfig: &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},
-			Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: dir}}},
-		Name: name})
-	if err != nil {
-		return "", nil, b.engineErr("snapshot", name, err)
+	entry := append(append([]string{agentInCtr}, b.agent.Args...), "copytree", "/from", "/to")
+	hc := &container.HostConfig{NetworkMode: "none", ReadonlyRootfs: true, LogConfig: container.LogConfig{Type: "none"},
+		CapDrop: []string{"ALL"}, CapAdd: []string{"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID"},
+		SecurityOpt: []string{"no-new-privileges:true"},
+		Resources:   container.Resources{PidsLimit: ptr(int64(64))},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: b.agent.Path, Target: agentInCtr, ReadOnly: true},
+			{Type: mount.TypeVolume, Source: from, Target: "/from", ReadOnly: true, VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+			{Type: mount.TypeVolume, Source: to, Target: "/to", VolumeOptions: &mount.VolumeOptions{NoCopy: true}},
+		}}
+	for _, u := range b.eng.ulimits {
+		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
 	}
-	return resp.ID, func() {
+	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: image, User: "0:0", Entrypoint: entry, Labels: labels, NetworkDisabled: true,
+			AttachStdout: true, AttachStderr: true},
+		HostConfig: hc, Name: name})
+	if err != nil {
+		return 0, b.engineErr("copy workspace", name, err)
+	}
+	defer func() {
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		if _, err := b.cli.ContainerRemove(cctx, resp.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !isNotFound(err) {
-			b.log.Warn("remove snapshot helper container", "container", name, "err", err)
+			b.log.Warn("remove workspace copy container", "container", name, "err", err)
 		}
-	}, nil
+	}()
+	att, err := b.cli.ContainerAttach(ctx, resp.ID, client.ContainerAttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return 0, b.engineErr("copy workspace", name, err)
+	}
+	defer att.Close()
+	var stdout, stderr bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		stdcopy.StdCopy(&stdout, &limitedBuffer{&stderr, 4096}, att.Reader)
+	}()
+	wait := b.cli.ContainerWait(ctx, resp.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := b.cli.ContainerStart(ctx, resp.ID, client.ContainerStartOptions{}); err != nil {
+		return 0, b.engineErr("copy workspace", name, err)
+	}
+	var code int64
+	select {
+	case w := <-wait.Result:
+		code = w.StatusCode
+	case err := <-wait.Error:
+		return 0, b.engineErr("copy workspace", name, err)
+	}
+	// The attach stream ends with the container; bounded, in case an engine keeps it open.
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+		att.Close()
+		<-copied
+	}
+	if code != 0 {
+		return 0, b.engineErr("copy workspace", name, fmt.Errorf("the copy exited with %d: %s", code, strings.TrimSpace(stderr.String())))
+	}
+	var files, size, skipped int64
+	if _, err := fmt.Sscanf(stdout.String(), "%d %d %d", &files, &size, &skipped); err != nil {
+		return 0, b.engineErr("copy workspace", name, fmt.Errorf("the copy's report %q: %w", stdout.String(), err))
+	}
+	if skipped > 0 {
+		b.log.Info("workspace copy left out devices, sockets and FIFOs", "count", skipped, "from", from, "to", to)
+	}
+	return size, nil
+}
+
+// limitedBuffer keeps the first max bytes written to it and drops the rest.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }
 
 // Snapshot stores the session's root filesystem changes, workspace and shell state. The
 // session keeps running; a command running in it meanwhile may leave its files half written
-// in the copy, as in any copy of a live directory.
+// in the copy, as in any copy of a live directory. The commit (a writable root only) and the
+// workspace copy run at the same time.
 func (b *Backend) Snapshot(ctx context.Context, session string) (sandbox.SnapshotRef, error) {
 	src, err := b.branchSource(ctx, "snapshot", session)
 	if err != nil {
@@ -227,14 +280,6 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (sandbox.Snapsho
 	id := sandbox.RandomHex(6)
 	ref, vol := b.snapshotRef(id), b.snapshotVol(id)
 	created := time.Now().UTC()
-	if err := b.captureImage(ctx, src, ref, id); err != nil {
-		return sandbox.SnapshotRef{}, err
-	}
-	fail := func(err error) (sandbox.SnapshotRef, error) {
-		b.dropImage(ctx, ref)
-		b.removeVolume(ctx, vol)
-		return sandbox.SnapshotRef{}, err
-	}
 	labels := map[string]string{labelOurs: "1", labelScope: b.scope, labelRole: roleSnapshot, labelSnapshot: id,
 		labelSession: session, labelCreated: created.Format(time.RFC3339Nano), labelSnapImage: ref,
 		labelSnapWork: src.workspace, labelSnapState: base64.StdEncoding.EncodeToString(state)}
@@ -242,16 +287,21 @@ func (b *Backend) Snapshot(ctx context.Context, session string) (sandbox.Snapsho
 		labels[k] = v
 	}
 	if _, err := b.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels}); err != nil {
-		return fail(b.engineErr("snapshot", vol, err))
+		return sandbox.SnapshotRef{}, b.engineErr("snapshot", vol, err)
 	}
-	hold, remove, err := b.holder(ctx, ref, vol, src.workspace)
-	if err != nil {
-		return fail(err)
-	}
-	defer remove()
-	n, err := b.copyTree(ctx, src.info.ID, src.workspace, hold, src.workspace)
-	if err != nil {
-		return fail(err)
+	var n int64
+	var copyErr error
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		n, copyErr = b.copyVolume(ctx, src.info.Image, src.volume, vol)
+	}()
+	imgErr := b.captureImage(ctx, src, ref, id)
+	<-copied
+	if err := errors.Join(imgErr, copyErr); err != nil {
+		b.dropImage(ctx, ref)
+		b.removeVolume(ctx, vol)
+		return sandbox.SnapshotRef{}, err
 	}
 	// The size is known only now, and a volume's labels cannot change: it is kept on this
 	// host, beside the session records (0 = unknown where that file is missing).
@@ -315,14 +365,14 @@ func (b *Backend) claimName(ctx context.Context, op, session string) error {
 }
 
 // materialize makes the new session's container from image, as a fresh session's is made,
-// fills its workspace volume with fill (given a container that mounts it at the workspace)
-// and writes state for its helper. On an error nothing of the
-// new session is left.
-func (b *Backend) materialize(ctx context.Context, op, session, image, snapshot string, state []byte, fill func(id string) error) error {
+// except that fill (given the new workspace volume) fills its workspace while the container
+// starts, and writes the shell state that state returns for its helper. On an error nothing
+// of the new session is left.
+func (b *Backend) materialize(ctx context.Context, op, session, image, snapshot string, state func() ([]byte, error), fill func(vol string) error) error {
 	if err := b.prepare(ctx); err != nil {
 		return err
 	}
-	id, err := b.createFrom(ctx, b.containerName(session), roleSession, session, image, snapshot)
+	id, err := b.createFrom(ctx, b.containerName(session), roleSession, session, image, snapshot, fill)
 	if errors.Is(err, errNameTaken) {
 		return snapErr(op, session, fmt.Errorf("a session of that name was made meanwhile: %w", sandbox.ErrInvalidConfig))
 	}
@@ -330,15 +380,9 @@ func (b *Backend) materialize(ctx context.Context, op, session, image, snapshot 
 		return err
 	}
 	b.records.Save(session, sandbox.IDRecord{ID: id})
-	// The engine refuses archive uploads into a container with a read-only root, even into
-	// its volumes: the files go into the new workspace volume through a holder.
-	to, remove, err := b.holder(ctx, image, b.containerName(session)+"-ws", workdir(b.cfg))
+	st, err := state()
 	if err == nil {
-		err = fill(to)
-		remove()
-	}
-	if err == nil {
-		err = b.writeState(ctx, session, state)
+		err = b.writeState(ctx, session, st)
 	}
 	if err != nil {
 		cctx, cancel := cleanupContext(ctx)
@@ -366,18 +410,17 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 		return snapErr("restore", snapshotID, fmt.Errorf("its saved shell state does not decode: %w", err))
 	}
 	image, work := labels[labelSnapImage], labels[labelSnapWork]
-	return b.materialize(ctx, "restore", newSession, image, snapshotID, state, func(to string) error {
-		from, remove, err := b.holder(ctx, image, b.snapshotVol(snapshotID), work)
-		if err != nil {
-			return err
-		}
-		defer remove()
-		_, err = b.copyTree(ctx, from, work, to, workdir(b.cfg))
+	if path.Base(work) != path.Base(workdir(b.cfg)) {
+		return snapErr("restore", snapshotID, fmt.Errorf("the workspace was at %s and is now at %s (docker.cwd changed): %w", work, workdir(b.cfg), sandbox.ErrInvalidConfig))
+	}
+	return b.materialize(ctx, "restore", newSession, image, snapshotID, func() ([]byte, error) { return state, nil }, func(vol string) error {
+		_, err := b.copyVolume(ctx, image, b.snapshotVol(snapshotID), vol)
 		return err
 	})
 }
 
-// Fork makes newSession as a copy of session, straight from it: no snapshot is kept.
+// Fork makes newSession as a copy of session, straight from it: no snapshot is kept. The
+// source's shell state is read while the new container is made and its workspace copied.
 func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 	src, err := b.branchSource(ctx, "fork", session)
 	if err != nil {
@@ -386,20 +429,33 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 	if err := b.claimName(ctx, "fork", newSession); err != nil {
 		return err
 	}
-	state, err := b.readState(ctx, session)
-	if err != nil {
-		return err
+	if path.Base(src.workspace) != path.Base(workdir(b.cfg)) {
+		return snapErr("fork", session, fmt.Errorf("the workspace was at %s and is now at %s (docker.cwd changed): %w", src.workspace, workdir(b.cfg), sandbox.ErrInvalidConfig))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Minute)
 	defer cancel()
-	ref := b.snapshotRef("fork-" + sandbox.RandomHex(6))
-	if err := b.captureImage(ctx, src, ref, "fork"); err != nil {
-		return err
+	image := src.info.Image
+	if !readOnlyRoot(src) {
+		// The root may have changed: commit it. The new container holds the image; the
+		// reference was only needed to create it. The commit pauses the source, so its
+		// state is read after it (an exec into a paused container fails).
+		ref := b.snapshotRef("fork-" + sandbox.RandomHex(6))
+		if err := b.captureImage(ctx, src, ref, "fork"); err != nil {
+			return err
+		}
+		defer b.dropImage(ctx, ref)
+		image = ref
 	}
-	// The new container holds the image; the reference was only needed to create it.
-	defer b.dropImage(ctx, ref)
-	return b.materialize(ctx, "fork", newSession, ref, "", state, func(to string) error {
-		_, err := b.copyTree(ctx, src.info.ID, src.workspace, to, workdir(b.cfg))
+	var state []byte
+	stateErr := errors.New("not read")
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		state, stateErr = b.readState(ctx, session)
+	}()
+	defer func() { <-read }()
+	return b.materialize(ctx, "fork", newSession, image, "", func() ([]byte, error) { <-read; return state, stateErr }, func(vol string) error {
+		_, err := b.copyVolume(ctx, image, src.volume, vol)
 		return err
 	})
 }

@@ -182,13 +182,16 @@ const nameWait = time.Minute
 // work is not cut short when ctx is cancelled (it takes a few hundred milliseconds), so a
 // half-made container is never left behind.
 func (b *Backend) create(ctx context.Context, name, role, session string) (string, error) {
-	return b.createFrom(ctx, name, role, session, "", "")
+	return b.createFrom(ctx, name, role, session, "", "", nil)
 }
 
 // createFrom is create with the root filesystem of image in place of docker.image (a
 // snapshot's, see branch.go; "" = docker.image), everything else as configured: the container
-// is labelled as made from the current settings, so it is not reported stale.
-func (b *Backend) createFrom(ctx context.Context, name, role, session, image, snapshot string) (string, error) {
+// is labelled as made from the current settings, so it is not reported stale. A fill (a fork
+// or restore) fills the new workspace volume while the container starts, in place of the
+// image's directory and of prepareWorkspace: the copy brings the owner and mode of the
+// source's workspace.
+func (b *Backend) createFrom(ctx context.Context, name, role, session, image, snapshot string, fill func(vol string) error) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	ids, err := b.userIDs(ctx)
@@ -209,18 +212,21 @@ func (b *Backend) createFrom(ctx context.Context, name, role, session, image, sn
 		}
 		spec.config.Labels[labelSnapshotOf] = snapshot
 	}
+	if fill != nil && spec.workspace == "" {
+		return "", &sandbox.Error{Backend: Name, Op: "create", ID: name, Err: fmt.Errorf("docker.volumes mounts the workspace from the host, so the copy has no volume of its own to go into: %w", sandbox.ErrUnsupported)}
+	}
 	var drv *mount.Driver
 	if spec.workspace != "" {
 		if drv, err = b.workspaceDisk(ctx, spec.workspace, uid, gid); err != nil {
 			return "", err
 		}
-		if drv != nil {
-			// The engine still copies the image's directory into the new volume, owner
-			// included, so prepareWorkspace still sets the owner afterwards.
-			for i := range spec.host.Mounts {
-				if m := &spec.host.Mounts[i]; m.Source == spec.workspace {
-					m.VolumeOptions.DriverConfig = drv
-				}
+		for i := range spec.host.Mounts {
+			if m := &spec.host.Mounts[i]; m.Source == spec.workspace {
+				// The engine still copies the image's directory into the new volume, owner
+				// included, so prepareWorkspace still sets the owner afterwards; a fill
+				// brings the source's files instead, deleted ones staying deleted.
+				m.VolumeOptions.DriverConfig = drv
+				m.VolumeOptions.NoCopy = fill != nil
 			}
 		}
 	}
@@ -265,7 +271,14 @@ func (b *Backend) createFrom(ctx context.Context, name, role, session, image, sn
 	}
 	var wg sync.WaitGroup
 	var prepErr error
-	if spec.workspace != "" && uid != 0 {
+	switch {
+	case fill != nil:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prepErr = fill(spec.workspace)
+		}()
+	case spec.workspace != "" && uid != 0:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -14,7 +14,8 @@ package modal
 // deleting an image a sandbox was just created from is not something Modal's contract says
 // is safe. RemoveSnapshot deletes the image (ImageDelete) and forgets it.
 //
-// Running processes are not carried: the new sandbox starts with the snapshot's files only.
+// Running processes are not carried: the new sandbox starts with the snapshot's files only,
+// less the helper's job records (dropJobs), so it lists none of the source's jobs.
 
 import (
 	"context"
@@ -105,7 +106,33 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 	if err != nil {
 		return b.mapErr("restore", newSession, err)
 	}
+	if err := dropJobs(ctx, sb); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		sb.Terminate(cctx, nil)
+		return b.mapErr("restore", newSession, fmt.Errorf("removing the source's job records from the new sandbox: %w", err))
+	}
 	b.records.Save(newSession, record{SandboxID: sb.SandboxID, Created: time.Now()})
+	return nil
+}
+
+// dropJobs removes the helper's job records from a sandbox made from a snapshot. The
+// snapshot holds the whole filesystem, the source's job records among it, but none of their
+// processes: left in place they would be listed as the new session's own (ended) jobs, and a
+// job id of the source would reach a process of the new sandbox that happens to have its PID.
+// A copy starts with no jobs (README, "Branching").
+func dropJobs(ctx context.Context, sb *modalsdk.Sandbox) error {
+	cp, err := sb.Exec(ctx, []string{"rm", "-rf", helperState + "/jobs"}, &modalsdk.SandboxExecParams{})
+	if err != nil {
+		return err
+	}
+	code, err := cp.Wait(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return fmt.Errorf("rm -rf %s/jobs exited with %d", helperState, code)
+	}
 	return nil
 }
 

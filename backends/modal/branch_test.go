@@ -1,6 +1,7 @@
 package modal
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
 // TestBranching: a fork has the source's files, working directory and exports, and the two
@@ -83,4 +85,25 @@ func TestBranching(t *testing.T) {
 	if err := b.Fork(ctx, "src", "again"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Fork of a removed session = %v; want ErrNotFound", err)
 	}
+}
+
+// TestForkJobs: a fork, and a session restored from a snapshot, list none of the source's
+// background jobs (its snapshot carries their records, not their processes), and the
+// source's running job goes on.
+func TestForkJobs(t *testing.T) {
+	f := newFake(t)
+	b := newBackend(t, f, t.TempDir(), nil)
+	src := open(t, b, "src")
+	t.Run("Fork", func(t *testing.T) {
+		sandboxtest.ForkJobs(t, b, src, "fork", true, func(ctx context.Context) error { return b.Fork(ctx, "src", "fork") })
+	})
+	t.Run("Restore", func(t *testing.T) {
+		sandboxtest.ForkJobs(t, b, src, "restored", true, func(ctx context.Context) error {
+			ref, err := b.Snapshot(ctx, "src")
+			if err != nil {
+				return err
+			}
+			return b.Restore(ctx, ref.ID, "restored")
+		})
+	})
 }

@@ -13,7 +13,8 @@ package vercel
 // The list of snapshots is kept in the state directory (vercel/snapshots/<id>.json): the
 // service's list is per project, not per session of ours. Restore creates the new session's
 // sandbox from the snapshot (source {type: snapshot}, no runtime: the snapshot carries it).
-// Fork is Snapshot then Restore, and its snapshot stays listed, marked as the fork's: the
+// The new sandbox's copy of the helper's job records is removed (dropJobs): a copy starts
+// with no jobs. Fork is Snapshot then Restore, and its snapshot stays listed, marked as the fork's: the
 // client's forkSandbox route (POST /v2/sandboxes/{name}/fork) exists, but the contract does
 // not say what it does to a running source or which state it copies, so it is not used.
 //
@@ -25,6 +26,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -113,11 +115,35 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 	if err != nil {
 		return b.apiErr("restore", newSession, err)
 	}
-	if _, err := b.waitRunning(ctx, &got.Session); err != nil {
+	vm, err := b.waitRunning(ctx, &got.Session)
+	if err != nil {
 		return err
+	}
+	if err := b.dropJobs(ctx, vm); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		b.api.DeleteSandbox(cctx, name)
+		return &sandbox.Error{Backend: Name, Op: "restore", ID: newSession, Err: fmt.Errorf("removing the source's job records from the new sandbox: %w", err)}
 	}
 	if err := b.records.Write(newSession, record{Sandbox: name, Created: time.Now()}); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: newSession, Err: err}
+	}
+	return nil
+}
+
+// dropJobs removes the helper's job records from a sandbox made from a snapshot. The
+// snapshot holds the source's files, its job records among them (the helper's state is under
+// the working directory), but none of their processes: left in place they would be listed as
+// the new session's own (ended) jobs, and a job id of the source would reach a process of
+// the new VM that happens to have its PID. A copy starts with no jobs (README, "Branching").
+func (b *Backend) dropJobs(ctx context.Context, vm *VMSession) error {
+	_, _, state := helperPaths(vm.Cwd, "")
+	cmd, err := b.api.RunCommand(ctx, vm.ID, RunCommandRequest{Command: "rm", Args: []string{"-rf", path.Join(state, "jobs")}}, nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	if cmd.ExitCode == nil || *cmd.ExitCode != 0 {
+		return fmt.Errorf("rm -rf %s/jobs exited with %v", state, cmd.ExitCode)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package vercel
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
 // TestBranching: a fork has the source's files, working directory and exports, and the two
@@ -103,4 +105,29 @@ func TestBranching(t *testing.T) {
 	if err := b.Fork(ctx, "src", "again"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Fork of a removed session = %v; want ErrNotFound", err)
 	}
+}
+
+// TestForkJobs: a fork, and a session restored from a snapshot, list none of the source's
+// background jobs (its snapshot carries their records under the working directory, not their
+// processes). The snapshot stops the source, so its running job ends there.
+func TestForkJobs(t *testing.T) {
+	s := newSetup(t)
+	b := s.backend(t, nil)
+	src, err := b.Open(ctxT(t, 5*time.Minute), "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	t.Run("Fork", func(t *testing.T) {
+		sandboxtest.ForkJobs(t, b, src, "fork", false, func(ctx context.Context) error { return b.Fork(ctx, "src", "fork") })
+	})
+	t.Run("Restore", func(t *testing.T) {
+		sandboxtest.ForkJobs(t, b, src, "restored", false, func(ctx context.Context) error {
+			ref, err := b.Snapshot(ctx, "src")
+			if err != nil {
+				return err
+			}
+			return b.Restore(ctx, ref.ID, "restored")
+		})
+	})
 }

@@ -36,8 +36,18 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if len(args) == 3 && args[0] == "copytree" {
+		// A docker fork's copy of a workspace volume into another (see CopyTree).
+		st, err := CopyTree(args[1], args[2])
+		if err != nil {
+			fmt.Fprintln(stderr, "sandbox-agent: copytree:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%d %d %d\n", st.Files, st.Bytes, st.Skipped)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR] | sandbox-agent relay --listen ADDR [--unix PATH] | sandbox-agent idle")
+		fmt.Fprintln(stderr, "usage: sandbox-agent serve --state DIR [--shell auto|bash|sh|PATH] [--cwd DIR] | sandbox-agent relay --listen ADDR [--unix PATH] | sandbox-agent idle | sandbox-agent copytree FROM TO")
 		return 2
 	}
 	if err := fs.Parse(args[1:]); err != nil {
