@@ -22,12 +22,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/internal/proctree"
 )
 
-const (
-	reasonTimeout   = "timeout"
-	reasonInterrupt = "interrupt"
-	reasonResize    = "resize"
-)
-
 // wrapper runs the user's script in the session's shell. The working directory and exported
 // environment are saved when the script returns, and by an exit trap when it calls exit, so
 // `cd` and `export` carry over even when the script sets its own EXIT trap. The save ends

@@ -43,3 +43,10 @@ type ReadReply struct {
 	Size int64 `json:"size"` // the whole file's size
 	Read int64 `json:"read"`
 }
+
+// The reasons of a signal request (SignalRequest.Reason).
+const (
+	reasonTimeout   = "timeout"
+	reasonInterrupt = "interrupt"
+	reasonResize    = "resize"
+)
