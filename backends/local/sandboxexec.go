@@ -65,7 +65,7 @@ func (b *Backend) setSeatbelt(sbExec string, deny []string) error {
 			return fmt.Errorf("local: local.confine %s with local.network %s needs Seatbelt (%v); use local.confine auto "+
 				"with local.network host here, or the docker backend: %w", b.mode, b.network, err, sandbox.ErrUnavailable)
 		}
-		b.status = "not enforced (no " + sbExec + "): only the gate's path checks keep commands away from this tool's files"
+		b.status, b.enforced = "not enforced (no "+sbExec+"): only the gate's path checks keep commands away from this tool's files", false
 		return nil
 	}
 	sb := &seatbelt{exec: sbExec, deny: deny, strict: b.mode == config.ConfineStrict}

@@ -106,7 +106,7 @@ func TestSeatbeltPathRunsTheHelperUnderTheProfile(t *testing.T) {
 	for _, want := range []string{
 		"(deny file-write*)\n(allow file-write*\n  (subpath \"" + work + "\")\n",
 		"(deny file-write*\n  (subpath \"" + state + "\")\n",
-		"(allow file-write*\n  (subpath \"" + filepath.Join(state, "local", "sb") + "\")\n)\n",
+		"(allow file-write*\n  (subpath \"" + filepath.Join(state, "local", "sb") + "\")\n",
 		"(deny file-read* file-write*\n  (subpath \"" + secret + "\")\n",
 		fmt.Sprintf("(deny network*)\n(allow network-outbound (remote ip \"localhost:%d\"))\n", port),
 	} {
