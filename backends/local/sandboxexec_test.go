@@ -227,7 +227,8 @@ func TestConformanceSeatbeltPath(t *testing.T) {
 			}
 			return b
 		},
-		Parallel:     true,
-		BranchOwnDir: "a local fork or restored session works in its own copy of the tree, beside the state directory",
+		Parallel:        true,
+		BranchOwnDir:    "a local fork or restored session works in its own copy of the tree, beside the state directory",
+		SharedProcesses: "without namespaces (as on macOS) every session sees the host's processes",
 	})
 }
