@@ -45,6 +45,12 @@ func leftOut(name string) (backend, error) {
 	return nil, fmt.Errorf("%s: not built into this binary; build without -tags no_%s: %w", name, name, sandbox.ErrInvalidConfig)
 }
 
+// linuxOnly is the factory's error for a backend that runs on Linux only, on goos.
+func linuxOnly(name, goos string) error {
+	return fmt.Errorf("%s: not available on this platform (%s): it runs on Linux only; "+
+		"use the ssh backend to a Linux host that has it, or the docker backend: %w", name, goos, sandbox.ErrUnavailable)
+}
+
 // noBroker wraps the factory of a backend that cannot broker secrets: with secrets.broker
 // entries it refuses to start rather than run without them or pass them in.
 func noBroker(name, why string, f func(cfg, opts) (backend, error)) func(cfg, opts) (backend, error) {

@@ -29,6 +29,16 @@ func TestLocalSectionProtectsOwners(t *testing.T) {
 	}
 }
 
+// TestLinuxOnly: singularity's factory off Linux (singularity_other.go) names the platform
+// and where to go instead.
+func TestLinuxOnly(t *testing.T) {
+	err := linuxOnly("singularity", "darwin")
+	if want := "singularity: not available on this platform (darwin)"; err == nil || !strings.HasPrefix(err.Error(), want) ||
+		!strings.Contains(err.Error(), "ssh backend") || !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("linuxOnly(singularity, darwin) = %v; want %q, the ssh backend and ErrUnavailable", err, want)
+	}
+}
+
 // slimTags are the Makefile's SLIM_TAGS: every backend but local left out.
 var slimTags = "no_docker,no_ssh,no_singularity,no_modal,no_daytona,no_vercel,no_kubernetes"
 

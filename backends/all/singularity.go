@@ -1,4 +1,4 @@
-//go:build !no_singularity
+//go:build !no_singularity && linux
 
 package all
 

@@ -63,8 +63,6 @@ type endpoint struct {
 	source  string // for messages: "docker.host", "DOCKER_HOST", "context NAME", "default"
 }
 
-const defaultHost = "unix:///var/run/docker.sock"
-
 // resolveEndpoint finds the engine: docker.host, else DOCKER_HOST, else the docker context
 // (DOCKER_CONTEXT, else currentContext in ~/.docker/config.json), else the default socket.
 func resolveEndpoint(cfgHost string, opts sandbox.FactoryOptions) (endpoint, error) {

@@ -28,11 +28,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-	"golang.org/x/sys/unix"
 )
 
 // engineInfo is what the backend learned about the engine on first contact.
@@ -75,15 +73,6 @@ const (
 // gvisorHostPids is the host's pids.max for a gVisor sandbox allowed n processes.
 func gvisorHostPids(n int64) int64 { return n*gvisorTasksPerProcess + gvisorBaseTasks }
 
-// podmanUlimits are the open files and processes a sandbox on Podman may have: enough for
-// any build, and below the hard limits of ordinary hosts (Debian's default nproc for root in
-// a container is 32768 on some).
-var podmanUlimits = []struct {
-	name     string
-	resource int
-	max      uint64
-}{{"nofile", syscall.RLIMIT_NOFILE, 65536}, {"nproc", unix.RLIMIT_NPROC, 16384}}
-
 // podmanInitPaths are where Podman looks for catatonit when containers.conf names none
 // (Podman 4's default is the first; distributions also install the others).
 var podmanInitPaths = []string{"/usr/libexec/podman/catatonit", "/usr/libexec/catatonit/catatonit", "/usr/bin/catatonit"}
@@ -123,14 +112,7 @@ func detectEngine(ctx context.Context, cli *client.Client, local bool, runtimeNa
 		e.initNote = "the sandbox helper is PID 1 and reaps orphans (a remote Podman's catatonit cannot be checked from here)"
 		return e, nil
 	}
-	for _, l := range podmanUlimits {
-		n := l.max
-		var lim syscall.Rlimit
-		if err := syscall.Getrlimit(l.resource, &lim); err == nil && lim.Max < n {
-			n = lim.Max
-		}
-		e.ulimits = append(e.ulimits, container.Ulimit{Name: l.name, Soft: int64(n), Hard: int64(n)})
-	}
+	e.ulimits = podmanUlimits()
 	if p := podmanInitPath(getenv); p != "" {
 		e.init = true
 		e.initNote = "catatonit (Podman's init, " + p + ")"

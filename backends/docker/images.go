@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -291,8 +290,7 @@ func (b *Backend) importImage(ctx context.Context, src sandbox.ImageSource) (str
 // links and device nodes are kept, so a debootstrap or busybox tree imports faithfully.
 func WriteRootfsTar(w io.Writer, dir string) error {
 	tw := tar.NewWriter(w)
-	type inode struct{ dev, ino uint64 }
-	links := map[inode]string{}
+	links := map[fileID]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -322,8 +320,7 @@ func WriteRootfsTar(w io.Writer, dir string) error {
 		if fi.IsDir() {
 			hdr.Name += "/"
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 {
-			key := inode{uint64(st.Dev), uint64(st.Ino)}
+		if key, ok := linkID(fi); ok && fi.Mode().IsRegular() {
 			if first, seen := links[key]; seen {
 				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
 			} else {

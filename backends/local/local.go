@@ -1,9 +1,5 @@
-// Package local runs commands on this host, as this user. With local.confine auto or strict
-// on Linux, each session's helper and its commands run in namespaces of their own (package
-// nsbox): secrets (local.deny_read) and this tool's files are unreadable, no process of the
-// caller is visible, and with local.network none or allowlist the only network is loopback,
-// plus this tool's filtering proxy for allowlist; Landlock keeps the write rules. With
-// local.confine off, or where the kernel cannot, the helper runs in this process.
+//go:build !windows
+
 package local
 
 import (
@@ -27,9 +23,6 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
-// Name is the backend's registry name.
-const Name = "local"
-
 // Backend runs sessions on the host.
 type Backend struct {
 	opts     sandbox.FactoryOptions
@@ -41,13 +34,14 @@ type Backend struct {
 	status   string             // what doctor and sandbox_info say about confinement
 	enforced bool
 
-	mode    config.Confine
-	ns      *nsbox.Spec // the namespaces every session gets; nil: none (confine off, or not Linux)
-	network config.LocalNetwork
-	allow   []string // local.egress_allow, else terminal.egress_allow
-	allowBy string   // the setting allow comes from
-	egress  egress.Observer
-	notice  sync.Once // the first session start that falls short says so once
+	mode     config.Confine
+	ns       *nsbox.Spec // the namespaces every session gets; nil: none (confine off, or not Linux)
+	seatbelt *seatbelt   // the Seatbelt profile every session gets on macOS; nil: none (sandboxexec.go)
+	network  config.LocalNetwork
+	allow    []string // local.egress_allow, else terminal.egress_allow
+	allowBy  string   // the setting allow comes from
+	egress   egress.Observer
+	notice   sync.Once // the first session start that falls short says so once
 
 	resolver      egress.Resolver // Section.EgressResolver
 	allowLoopback bool
@@ -59,49 +53,6 @@ type Backend struct {
 	probeOnce sync.Once
 	nsOK      bool
 	nsDetail  string
-}
-
-// Section is the local backend's own configuration: local.confine, the directories of this
-// tool's files besides the state directory (the config file's, the secrets file's and the
-// audit log's, and the session owners' sockets, which the caller adds: a command that planted
-// one would answer for the gate), which commands may not change and, in namespaces, cannot
-// see, and the namespaces' network and deny-read paths. "~" is the caller's HOME.
-type Section struct {
-	Confine config.Confine
-	Protect []string
-	// Network is local.network as configured ("" = by Confine).
-	Network config.LocalNetwork
-	// EgressAllow is local.egress_allow.
-	EgressAllow []string
-	// DenyRead are the paths commands can neither read nor list (nil: the defaults).
-	DenyRead []string
-	// Secrets is this tool's secrets file, always denied.
-	Secrets string
-
-	// EgressResolver resolves the names the proxy allows (nil: the system's); tests map names
-	// to local servers with it.
-	EgressResolver egress.Resolver
-	// EgressAllowLoopback lets allowed names resolve to this host's loopback (tests only).
-	EgressAllowLoopback bool
-	// BranchMaxBytes is local.branch_max_bytes (0 = config.DefaultBranchMaxBytes).
-	BranchMaxBytes int64
-	// Brokering is secrets.broker and the egress section (with local.network allowlist).
-	Brokering egress.Brokering
-	// NoNamespaces runs the helper in this process with Landlock alone, as on a machine
-	// without user namespaces (tests of that layer on its own).
-	NoNamespaces bool
-}
-
-// SectionOf picks the local backend's section out of the whole configuration.
-func SectionOf(c *config.Config) Section {
-	s := Section{Confine: c.Local.Confine, Network: c.Local.Network, EgressAllow: c.Local.EgressAllow,
-		DenyRead: c.Local.DenyRead, Secrets: c.SecretsPath(), BranchMaxBytes: c.Local.BranchMaxBytes.Bytes()}
-	for _, p := range []string{c.Path(), c.SecretsPath(), c.Audit.LogDestination} {
-		if p != "" {
-			s.Protect = append(s.Protect, filepath.Dir(p))
-		}
-	}
-	return s
 }
 
 // New builds the local backend with the default confinement (auto; only the state
@@ -229,6 +180,17 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 			c.Network = false
 		}
 	}
+	if b.seatbelt != nil {
+		c.Isolation = "seatbelt: commands run on this host as the current user under a Seatbelt profile (sandbox-exec): " +
+			"local.deny_read unreadable, this tool's files read-only"
+		if b.seatbelt.strict {
+			c.Isolation += ", writes only under the working directory and the temporary directories"
+		}
+		if b.network != config.LocalNetworkHost {
+			c.Isolation += ", with network " + string(b.network)
+			c.Network = false
+		}
+	}
 	return c
 }
 
@@ -250,8 +212,11 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 	dir := b.sessionDir(name)
 	b.noteHome(name, dir)
 	start := func(ctx context.Context) (channel.Started, error) {
-		if b.ns != nil && !b.nsFailed.Load() {
+		switch {
+		case b.ns != nil && !b.nsFailed.Load():
 			return b.startInNamespaces(ctx, name, dir)
+		case b.seatbelt != nil:
+			return b.startSeatbelt(ctx, name, dir)
 		}
 		return b.startInProcess(ctx, name, dir)
 	}

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package local
 
 // Namespaces for local sessions (package nsbox): what they hide, their network, and the
@@ -6,6 +8,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,29 +55,20 @@ func (b *Backend) setNamespaces(sec Section) error {
 	if sec.NoNamespaces {
 		return nil
 	}
+	deny := b.denyPaths(sec)
+	if runtime.GOOS == "darwin" || sec.SandboxExec != "" {
+		sbExec := sec.SandboxExec
+		if sbExec == "" {
+			sbExec = SandboxExec
+		}
+		return b.setSeatbelt(sbExec, deny)
+	}
 	if runtime.GOOS != "linux" {
 		if b.mode == config.ConfineStrict || b.network != config.LocalNetworkHost {
 			return fmt.Errorf("local: local.confine strict and local.network %s need Linux namespaces, and this is %s: "+
 				"use local.confine auto with local.network host here, or the docker backend: %w", b.network, runtime.GOOS, sandbox.ErrUnavailable)
 		}
 		return nil
-	}
-	home, _ := b.opts.Getenv("HOME")
-	expand := func(p string) string {
-		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
-			return filepath.Join(home, p[1:])
-		}
-		return p
-	}
-	denyList := sec.DenyRead
-	if denyList == nil {
-		denyList = config.DefaultDenyRead()
-	}
-	var deny []string
-	for _, p := range slices.Concat(denyList, []string{sec.Secrets}, escapeSockets(b.opts)) {
-		if p = expand(p); filepath.IsAbs(p) {
-			deny = append(deny, p)
-		}
 	}
 	hide := []string{b.opts.StateDir}
 	var conf *agent.Confinement
@@ -95,6 +89,29 @@ func (b *Backend) setNamespaces(sec Section) error {
 		}
 	}
 	return nil
+}
+
+// denyPaths are local.deny_read (or its defaults), the secrets file and the host's escape
+// sockets, with "~" expanded; relative paths are dropped.
+func (b *Backend) denyPaths(sec Section) []string {
+	home, _ := b.opts.Getenv("HOME")
+	expand := func(p string) string {
+		if home != "" && (p == "~" || strings.HasPrefix(p, "~/")) {
+			return filepath.Join(home, p[1:])
+		}
+		return p
+	}
+	denyList := sec.DenyRead
+	if denyList == nil {
+		denyList = config.DefaultDenyRead()
+	}
+	var deny []string
+	for _, p := range slices.Concat(denyList, []string{sec.Secrets}, escapeSockets(b.opts)) {
+		if p = expand(p); filepath.IsAbs(p) {
+			deny = append(deny, p)
+		}
+	}
+	return deny
 }
 
 // escapeSockets are the host's sockets through which a command could run something outside
@@ -187,9 +204,8 @@ func (b *Backend) startRelay(ctx context.Context, spec nsbox.Spec) (func(), erro
 	}
 	log := b.opts.Log().With("session", spec.Session, "role", "egress relay")
 	ms := mux.New(rc, rc, rc)
-	popts := egress.Options{Session: spec.Session, Allow: b.overrides().AllowFunc(spec.Session), ConfigKey: b.allowBy,
-		Resolver: b.resolver, AllowLoopback: b.allowLoopback, Record: b.egress.Recorder(Name), Logger: log}
-	if err = b.brokering.ApplySession(&popts, b.brokerDir()); err != nil { // secrets.go
+	popts, err := b.proxyOptions(spec.Session, log)
+	if err != nil {
 		ms.Close()
 		return nil, err
 	}
@@ -206,6 +222,14 @@ func (b *Backend) startRelay(ctx context.Context, spec nsbox.Spec) (func(), erro
 		return nil, err
 	}
 	return stop, nil
+}
+
+// proxyOptions configure the filtering proxy of a session with local.network allowlist.
+func (b *Backend) proxyOptions(session string, log *slog.Logger) (egress.Options, error) {
+	popts := egress.Options{Session: session, Allow: b.overrides().AllowFunc(session), ConfigKey: b.allowBy,
+		Resolver: b.resolver, AllowLoopback: b.allowLoopback, Record: b.egress.Recorder(Name), Logger: log}
+	err := b.brokering.ApplySession(&popts, b.brokerDir()) // secrets.go
+	return popts, err
 }
 
 // overrides is the configured allowlist with each live session's change to it (`sessions
@@ -233,6 +257,20 @@ func (b *Backend) Egress() sandbox.EgressReport {
 		return sandbox.EgressReport{Status: sandbox.EgressNone, AppliesShared: false,
 			Detail: "none: commands run in a network namespace with loopback only (local.network none); set local.network allowlist to reach listed hosts"}
 	}
+	if b.seatbelt != nil {
+		switch b.network {
+		case config.LocalNetworkAllowlist:
+			detail := "enforced: each session's Seatbelt profile lets commands connect only to the session's filtering proxy on 127.0.0.1, " +
+				"which connects out to the hosts in " + b.allowBy
+			if len(b.allow) == 0 {
+				detail += " (empty: nothing is reachable until a person allows a host)"
+			}
+			return sandbox.EgressReport{Status: sandbox.EgressEnforced, Allow: slices.Clone(b.allow), Detail: detail, AppliesShared: true}
+		case config.LocalNetworkNone:
+			return sandbox.EgressReport{Status: sandbox.EgressNone, AppliesShared: false,
+				Detail: "none: each session's Seatbelt profile denies commands every network connection (local.network none); set local.network allowlist to reach listed hosts"}
+		}
+	}
 	return sandbox.EgressReport{Status: sandbox.EgressNotAvailable,
 		Detail: "not available: local.network is host, so commands reach whatever this host reaches (set local.network allowlist, or none)"}
 }
@@ -244,7 +282,7 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 	if err := sandbox.ValidateSessionName(session); err != nil {
 		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: err}
 	}
-	if b.ns == nil || b.network != config.LocalNetworkAllowlist {
+	if (b.ns == nil && b.seatbelt == nil) || b.network != config.LocalNetworkAllowlist {
 		return nil, &sandbox.Error{Backend: Name, Op: "network", ID: session, Err: fmt.Errorf(
 			"local.network is %s, not allowlist: there is no allowlist to change (hermes-sandbox config set local.network allowlist): %w", b.network, sandbox.ErrUnsupported)}
 	}
@@ -259,6 +297,10 @@ func (b *Backend) SetSessionEgress(ctx context.Context, session string, allow, d
 
 // describeNamespaces is the namespaces' part of the confinement status, probing the kernel.
 func (b *Backend) describeNamespaces() (ok bool, detail string) {
+	if b.seatbelt != nil {
+		return true, fmt.Sprintf("Seatbelt (sandbox-exec): %d deny_read paths unreadable, this tool's files read-only, network %s; "+
+			"the caller's processes stay visible (no namespaces on %s)", len(b.seatbelt.deny), b.network, runtime.GOOS)
+	}
 	if b.ns == nil {
 		if b.mode == config.ConfineOff {
 			return false, "no namespaces (local.confine off): local.deny_read is not enforced, commands see the caller's processes and the host's network"

@@ -25,8 +25,15 @@ type SeatbeltSpec struct {
 	// Protect are this tool's config, state and audit directories: readable, never writable,
 	// even inside WorkDir.
 	Protect []string
+	// Own is the session's own state directory, which the helper (it runs under the profile
+	// too) writes: writable even inside Protect.
+	Own []string
 	// DenyRead are local.deny_read and the secrets file: neither readable nor writable.
 	DenyRead []string
+	// WriteAnywhere (local.confine auto) lets commands write anywhere but Protect and
+	// DenyRead, as Landlock does on Linux; without it (strict) they write only to WorkDir,
+	// TempDirs and Own.
+	WriteAnywhere bool
 	// Network is local.network: host allows everything, none denies every socket, allowlist
 	// allows only the egress proxy on loopback at ProxyPort.
 	Network   config.LocalNetwork
@@ -37,37 +44,44 @@ type SeatbeltSpec struct {
 var devWritable = []string{"/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/random", "/dev/urandom"}
 
 // SeatbeltProfile returns the profile for spec. Later rules win in SBPL, so the profile
-// allows by default, then denies writes, allows them where commands work, and last denies
-// what must stay out of reach whatever the earlier rules allowed.
+// allows by default, then (strict) denies writes and allows them where commands work, denies
+// writes to Protect, allows them again in the helper's Own state, and last denies what must
+// stay out of reach whatever the earlier rules allowed.
 func SeatbeltProfile(spec SeatbeltSpec) (string, error) {
 	if spec.WorkDir == "" {
 		return "", errors.New("seatbelt: no working directory")
 	}
 	var b strings.Builder
 	b.WriteString("(version 1)\n(allow default)\n")
-	b.WriteString("(deny file-write*)\n")
-	b.WriteString("(allow file-write*\n")
-	for _, p := range append([]string{spec.WorkDir}, spec.TempDirs...) {
-		if err := writeFilters(&b, "subpath", p); err != nil {
-			return "", err
-		}
+	if err := checkPath(spec.WorkDir); err != nil {
+		return "", err
 	}
-	for _, d := range devWritable {
-		writeFilter(&b, "literal", d)
-	}
-	b.WriteString("  (regex #\"^/dev/fd/\")\n  (regex #\"^/dev/ttys[0-9]+$\"))\n")
-	if len(spec.Protect) > 0 {
-		b.WriteString("(deny file-write*\n")
-		for _, p := range spec.Protect {
+	if !spec.WriteAnywhere {
+		b.WriteString("(deny file-write*)\n")
+		b.WriteString("(allow file-write*\n")
+		for _, p := range append([]string{spec.WorkDir}, spec.TempDirs...) {
 			if err := writeFilters(&b, "subpath", p); err != nil {
 				return "", err
 			}
 		}
-		b.WriteString(")\n")
+		for _, d := range devWritable {
+			writeFilter(&b, "literal", d)
+		}
+		b.WriteString("  (regex #\"^/dev/fd/\")\n  (regex #\"^/dev/ttys[0-9]+$\"))\n")
 	}
-	if len(spec.DenyRead) > 0 {
-		b.WriteString("(deny file-read* file-write*\n")
-		for _, p := range spec.DenyRead {
+	for _, rule := range []struct {
+		head  string
+		paths []string
+	}{
+		{"(deny file-write*\n", spec.Protect},
+		{"(allow file-write*\n", spec.Own},
+		{"(deny file-read* file-write*\n", spec.DenyRead},
+	} {
+		if len(rule.paths) == 0 {
+			continue
+		}
+		b.WriteString(rule.head)
+		for _, p := range rule.paths {
 			if err := writeFilters(&b, "subpath", p); err != nil {
 				return "", err
 			}

@@ -17,12 +17,9 @@ import (
 // fails, a deny_read file cannot be read, a protected directory cannot be written, and with
 // network none a connect to a listening loopback port fails. scripts/verify-macos.sh runs it.
 // Each check first proves the thing is there to deny (the file exists, the port listens).
-// sandboxExec is the program that runs a command under a Seatbelt profile on macOS.
-const sandboxExec = "/usr/bin/sandbox-exec"
-
 func TestSeatbeltOnMac(t *testing.T) {
-	if _, err := os.Stat(sandboxExec); err != nil {
-		t.Skipf("no %s: %v", sandboxExec, err)
+	if _, err := os.Stat(SandboxExec); err != nil {
+		t.Skipf("no %s: %v", SandboxExec, err)
 	}
 	real := func(p string) string {
 		r, err := filepath.EvalSymlinks(p)
@@ -63,7 +60,7 @@ func TestSeatbeltOnMac(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(script string) error {
-		cmd := exec.Command(sandboxExec, "-p", profile, "/bin/sh", "-c", script)
+		cmd := exec.Command(SandboxExec, "-p", profile, "/bin/sh", "-c", script)
 		cmd.Dir = work
 		out, err := cmd.CombinedOutput()
 		t.Logf("%s: %v %s", script, err, strings.TrimSpace(string(out)))

@@ -72,6 +72,24 @@ func TestSeatbeltProfile(t *testing.T) {
 `,
 		},
 		{
+			name: "auto writes anywhere but Protect, the helper's own state writable inside it",
+			spec: SeatbeltSpec{WorkDir: "/w", WriteAnywhere: true, Protect: []string{"/s"}, Own: []string{"/s/local/x"},
+				DenyRead: []string{"/d"}, Network: config.LocalNetworkNone},
+			want: "(version 1)\n(allow default)\n" +
+				"(deny file-write*\n  (subpath \"/s\")\n)\n" +
+				"(allow file-write*\n  (subpath \"/s/local/x\")\n)\n" +
+				"(deny file-read* file-write*\n  (subpath \"/d\")\n)\n" +
+				"(deny network*)\n",
+		},
+		{
+			name: "strict with the helper's own state: allowed after Protect, before DenyRead",
+			spec: SeatbeltSpec{WorkDir: "/w", Protect: []string{"/var/s"}, Own: []string{"/var/s/local/x"}, DenyRead: []string{"/var/s/local/x/secret"}},
+			want: seatbeltHead + "  (subpath \"/w\")\n" + seatbeltDev +
+				"(deny file-write*\n  (subpath \"/var/s\")\n  (subpath \"/private/var/s\")\n)\n" +
+				"(allow file-write*\n  (subpath \"/var/s/local/x\")\n  (subpath \"/private/var/s/local/x\")\n)\n" +
+				"(deny file-read* file-write*\n  (subpath \"/var/s/local/x/secret\")\n  (subpath \"/private/var/s/local/x/secret\")\n)\n",
+		},
+		{
 			name: "paths are cleaned",
 			spec: SeatbeltSpec{WorkDir: "/w/./x/../y/", Protect: []string{"/etc//hermes"}},
 			want: seatbeltHead + "  (subpath \"/w/y\")\n" + seatbeltDev +
@@ -100,6 +118,8 @@ func TestSeatbeltProfileRefuses(t *testing.T) {
 	}{
 		{"no workdir", SeatbeltSpec{}, "no working directory"},
 		{"relative workdir", SeatbeltSpec{WorkDir: "proj"}, "not absolute"},
+		{"relative workdir, writes anywhere", SeatbeltSpec{WorkDir: "proj", WriteAnywhere: true}, "not absolute"},
+		{"newline in the helper's own state", SeatbeltSpec{WorkDir: "/w", Own: []string{"/s\n(allow default)"}}, "control character"},
 		{"newline in a deny path", SeatbeltSpec{WorkDir: "/w", DenyRead: []string{"/a\n(allow default)"}}, "control character"},
 		{"NUL in a temp dir", SeatbeltSpec{WorkDir: "/w", TempDirs: []string{"/tmp\x00x"}}, "control character"},
 		{"allowlist without a proxy", SeatbeltSpec{WorkDir: "/w", Network: config.LocalNetworkAllowlist}, "proxy's port"},

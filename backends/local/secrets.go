@@ -1,3 +1,5 @@
+//go:build !windows
+
 package local
 
 // Brokered secrets (secrets.broker) with local.network allowlist: each session's variables

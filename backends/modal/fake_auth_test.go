@@ -1,3 +1,5 @@
+//go:build unix
+
 package modal
 
 // The fake's door: what every call must carry, as the Modal Go SDK v0.11.1 sends it.

@@ -1,3 +1,5 @@
+//go:build unix
+
 package modal
 
 // The fake against the vendor's contract: requests put together by hand, as the SDK would

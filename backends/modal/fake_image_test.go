@@ -1,3 +1,5 @@
+//go:build unix
+
 package modal
 
 // Images in the fake. ImageGetOrCreate answers with the image's id at once and with its build

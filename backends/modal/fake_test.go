@@ -1,3 +1,5 @@
+//go:build unix
+
 package modal
 
 // A fake Modal for tests: a gRPC server on loopback implementing the SDK's own generated

@@ -1,3 +1,5 @@
+//go:build !windows
+
 // Package singularity runs each session in its own Apptainer (or SingularityCE) instance,
 // through the runtime's command line: there is no Go API. The isolation flags take effect
 // only at `instance start`, so every one is given there: --containall (file systems, PID,

@@ -13,9 +13,9 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
-	"golang.org/x/sys/unix"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
 )
 
 // hostKeys checks server keys against a known_hosts file: a known key must match, a changed
@@ -124,10 +124,10 @@ func (h *hostKeys) record(hostport string, key gossh.PublicKey) error {
 		return fmt.Errorf("record host key: %w", err)
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+	if err := flock.LockFile(f, true, true); err != nil {
 		return fmt.Errorf("record host key: lock %s: %w", h.path, err)
 	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	defer flock.UnlockFile(f)
 	// Another process may have recorded it meanwhile; check again under the lock.
 	if cb, err := knownhosts.New(h.path); err == nil {
 		if err := cb(hostport, &net.TCPAddr{IP: net.IPv4zero}, key); err == nil {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package vercel
 
 // The fake's command routes: start (with its NDJSON stream), get, logs, kill.

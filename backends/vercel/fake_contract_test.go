@@ -1,3 +1,5 @@
+//go:build unix
+
 package vercel
 
 // The fake keeps to the vendor's contract: it refuses what the official client

@@ -1,3 +1,5 @@
+//go:build unix
+
 package vercel
 
 // The fake's file routes (fs/mkdir, fs/read, fs/write) and its interactive PTY WebSocket.

@@ -1,3 +1,5 @@
+//go:build unix
+
 package vercel
 
 // The fake's sandbox, VM session and snapshot routes (fake_test.go has the server).

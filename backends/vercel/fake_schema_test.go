@@ -1,3 +1,5 @@
+//go:build unix
+
 package vercel
 
 // The response schemas of validators.ts (@vercel/sandbox 3.1.0,

@@ -1,3 +1,5 @@
+//go:build unix
+
 package vercel
 
 // A fake Vercel Sandbox API for tests: loopback HTTP with the routes api-client.ts calls,

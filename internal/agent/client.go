@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,26 @@ type Client struct {
 	pending map[uint32]*pending // guarded by mu
 	err     error               // guarded by mu; set once the read loop ends
 	done    chan struct{}
+
+	env map[string]Bytes // SetEnv; read-only once the client is in use
+}
+
+// SetEnv gives every command this client starts (run, terminal, job) the variables in env as
+// per-command variables, which the request's own win over: values that live as long as this
+// connection, such as the port of a proxy the process holding it serves (the session's saved
+// environment would otherwise keep an earlier connection's). Call it before using the client.
+func (c *Client) SetEnv(env map[string]string) { c.env = toBytesMap(env) }
+
+// withEnv is req with SetEnv's variables added.
+func (c *Client) withEnv(req RunRequest) RunRequest {
+	if len(c.env) == 0 {
+		return req
+	}
+	out := make(map[string]Bytes, len(c.env)+len(req.Env))
+	maps.Copy(out, c.env)
+	maps.Copy(out, req.Env)
+	req.Env = out
+	return req
 }
 
 type pending struct {
@@ -310,6 +331,7 @@ func (c *Client) RunTTY(ctx context.Context, req RunRequest, stdin io.Reader, st
 }
 
 func (c *Client) run(ctx context.Context, req RunRequest, stdin io.Reader, stdout, stderr io.Writer, resize <-chan WinSize) (ExitInfo, error) {
+	req = c.withEnv(req)
 	req.Stdin = stdin != nil
 	p := &pending{stdout: stdout, stderr: stderr}
 	id, err := c.register(p)
@@ -431,6 +453,10 @@ func (c *Client) pumpStdin(id uint32, r io.Reader, stop <-chan struct{}) {
 // Call performs a non-streaming operation and decodes its reply into out (may be nil). For
 // read_file, data receives the bytes; for write_file, upload is sent as the content.
 func (c *Client) Call(ctx context.Context, req CallRequest, out any, data io.Writer, upload io.Reader) error {
+	if req.Run != nil {
+		run := c.withEnv(*req.Run)
+		req.Run = &run
+	}
 	p := &pending{data: data}
 	id, err := c.register(p)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package agent
 
 import (
@@ -6,23 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 )
-
-// FileEntry is one directory entry in a list_dir reply.
-type FileEntry struct {
-	Name    string    `json:"name"`
-	Size    int64     `json:"size"`
-	Mode    string    `json:"mode"`
-	IsDir   bool      `json:"is_dir"`
-	ModTime time.Time `json:"mod_time"`
-}
-
-// ReadReply ends a read_file call, after its data frames.
-type ReadReply struct {
-	Size int64 `json:"size"` // the whole file's size
-	Read int64 `json:"read"`
-}
 
 type pendingWrite struct {
 	f      *os.File

@@ -1,3 +1,5 @@
+//go:build unix
+
 package agent
 
 import (
@@ -22,27 +24,6 @@ import (
 // the job ends, exit. A small supervising shell in its own session records the exit code, so a
 // job outlives the helper that started it and a later helper can still poll it.
 
-// JobInfo describes a job in replies.
-type JobInfo struct {
-	ID        string    `json:"id"`
-	Command   string    `json:"command"`
-	PID       int       `json:"pid"`
-	StartTime uint64    `json:"start_ticks"`
-	Started   time.Time `json:"started"`
-	Running   bool      `json:"running"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
-	// Deadline is when the job is killed if it still runs (zero = never).
-	Deadline time.Time `json:"deadline,omitzero"`
-}
-
-// JobOutputReply is a poll or wait reply.
-type JobOutputReply struct {
-	JobInfo
-	Stdout    []byte `json:"stdout"`
-	Stderr    []byte `json:"stderr"`
-	Truncated bool   `json:"truncated,omitempty"`
-}
-
 // maxPoll bounds the new output one poll returns per stream.
 const maxPoll = 1 << 20
 
@@ -64,9 +45,6 @@ sleep "$__t" </dev/null >/dev/null 2>&1 & __w=$!
 wait $__w
 if [ ! -e "$__j/exit" ]; then : >"$__j/timedout"; echo 124 >"$__j/exit.tmp" && mv "$__j/exit.tmp" "$__j/exit"; kill -KILL 0; fi
 `
-
-// ExitJobTimeout is the exit code of a job killed at its deadline (terminal.job_timeout).
-const ExitJobTimeout = 124
 
 func (s *Server) jobsDir() string { return filepath.Join(s.opts.StateDir, "jobs") }
 

@@ -1,3 +1,5 @@
+//go:build unix
+
 package agent
 
 import (
@@ -18,12 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/proctree"
-)
-
-const (
-	reasonTimeout   = "timeout"
-	reasonInterrupt = "interrupt"
-	reasonResize    = "resize"
 )
 
 // wrapper runs the user's script in the session's shell. The working directory and exported

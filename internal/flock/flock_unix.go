@@ -63,3 +63,32 @@ func LockContext(ctx context.Context, path string) (func(), error) {
 		wait = min(2*wait, 50*time.Millisecond)
 	}
 }
+
+// ErrBusy says another process holds the lock (LockFile without waiting).
+var ErrBusy = errors.New("flock: the lock is held")
+
+// LockFile takes a flock on the open file f, exclusive or shared; with wait false it fails
+// at once with ErrBusy when another holds a conflicting one. UnlockFile releases it.
+func LockFile(f *os.File, exclusive, wait bool) error {
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
+	}
+	if !wait {
+		how |= unix.LOCK_NB
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return ErrBusy
+		case !errors.Is(err, unix.EINTR):
+			return &os.PathError{Op: "flock", Path: f.Name(), Err: err}
+		}
+	}
+}
+
+// UnlockFile releases LockFile's lock.
+func UnlockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN) }

@@ -72,6 +72,10 @@ type Options struct {
 	// running processes (the service stops the VM to snapshot it: vercel); the check that a
 	// busy source keeps running through a fork is then skipped with this reason.
 	ForkStopsSource string
+	// SharedProcesses, if not empty, says why sessions see the host's processes (no PID
+	// namespace: local on macOS): a fork then sees the source's, so the check that a fork
+	// carries no running process is skipped with this reason; the rest of the check runs.
+	SharedProcesses string
 }
 
 type suite struct {
