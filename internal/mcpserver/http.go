@@ -194,9 +194,12 @@ func (s *Server) ListenAndServe(ctx context.Context, addr, token string, ready f
 	// port) go to the structured log, not to the process's stderr as bare lines.
 	srv := &http.Server{Handler: s.Mux(token), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	// The watcher's last act is to write the keys' last use: it is done before this returns, so
+	// nothing writes beside the keys file once the server has stopped.
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWatch()
-	go s.watchKeys(wctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.watchKeys(wctx) }()
+	defer func() { stopWatch(); <-watched }()
 	if ready != nil {
 		ready(ln.Addr())
 	}
