@@ -62,26 +62,28 @@ clean:
 	rm -rf $(BIN)
 
 # Release artefacts: `make dist` (or `make dist DIST=DIR`) builds static CLIs for every
-# platform we ship, the Linux helpers, and SHA256SUMS. The helpers are shipped alongside, not
-# embedded: every CLI looks for sandbox-agent-linux-<arch> beside its own executable (package
-# agentbin), and a macOS or Windows CLI needs them to start sessions in Linux sandboxes
-# (docker, ssh, kubernetes...). Keep the files of one platform's CLI and both helpers in one
-# directory. `hermes-sandbox version` names the commit stamped here.
+# platform we ship, the Linux helpers, and SHA256SUMS. Every CLI embeds both Linux helpers
+# (build tag embedhelpers; package agentbin writes the one a sandbox needs into the user's cache
+# directory the first time), so a macOS or Windows CLI starts sessions in Linux sandboxes
+# (docker, ssh, kubernetes...) on its own; the helpers are also shipped beside it, and one
+# found beside the CLI wins. `hermes-sandbox version` names the commit stamped here.
 DIST ?= dist
 DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 DIST_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 DIST_LDFLAGS := $(LDFLAGS) -X github.com/hermes-sandbox/hermes-sandbox/internal/cli.Commit=$(DIST_COMMIT)
 
 dist:
-	mkdir -p '$(DIST)'
+	mkdir -p '$(DIST)' internal/agentbin/helpers
+	set -e; for arch in amd64 arm64; do \
+	  GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o '$(DIST)'/sandbox-agent-linux-$$arch ./cmd/sandbox-agent; \
+	  cp '$(DIST)'/sandbox-agent-linux-$$arch internal/agentbin/helpers/; \
+	done
 	set -e; for p in $(DIST_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
 	  echo "dist: hermes-sandbox-$$os-$$arch$$ext"; \
-	  GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o '$(DIST)'/hermes-sandbox-$$os-$$arch$$ext ./cmd/hermes-sandbox; \
+	  GOOS=$$os GOARCH=$$arch $(GO) build -tags embedhelpers -trimpath -ldflags '$(DIST_LDFLAGS)' -o '$(DIST)'/hermes-sandbox-$$os-$$arch$$ext ./cmd/hermes-sandbox; \
 	done
-	set -e; for arch in amd64 arm64; do \
-	  GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o '$(DIST)'/sandbox-agent-linux-$$arch ./cmd/sandbox-agent; \
-	done
+	rm -rf internal/agentbin/helpers
 	cd '$(DIST)' && sha256sum hermes-sandbox-* sandbox-agent-linux-* > SHA256SUMS
 	@echo 'dist: $(DIST)/SHA256SUMS'
 

@@ -18,7 +18,9 @@ const EnvVar = "HERMES_SANDBOX_AGENT"
 // Path returns a static linux binary of the helper for arch (amd64, arm64). It looks at
 // $HERMES_SANDBOX_AGENT, then beside the running executable (sandbox-agent-linux-<arch>,
 // sandbox-agent), then at the running executable itself, which can serve as its own helper
-// when it is a static linux binary of that architecture (`hermes-sandbox __agent`), then on
+// when it is a static linux binary of that architecture (`hermes-sandbox __agent`), then at
+// the helper a release build carries (make dist embeds both; written once into the user's
+// cache directory), then on
 // PATH (sandbox-agent-linux-<arch>, sandbox-agent, then a static hermes-sandbox), so a Go
 // program using the library finds a helper installed with `go install`. The second result is
 // the argument list that starts the helper's protocol server.
@@ -53,6 +55,11 @@ func find(arch, exe string) (string, []string, error) {
 		if err := checkStatic(exe, arch); err == nil {
 			return exe, []string{"__agent", "serve"}, nil
 		}
+	}
+	if p, err := fromEmbedded(arch, helperCache()); err != nil {
+		tried = append(tried, "the embedded helper ("+err.Error()+")")
+	} else if p != "" {
+		return p, []string{"serve"}, nil
 	}
 	for _, name := range []string{"sandbox-agent-linux-" + arch, "sandbox-agent", "hermes-sandbox"} {
 		p, err := exec.LookPath(name)
