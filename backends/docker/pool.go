@@ -37,6 +37,7 @@ type pool struct {
 	done     chan struct{}
 	failures int   // guarded by mu
 	lastErr  error // guarded by mu; why the last container could not be made; nil after a success
+	filling  int   // guarded by mu; containers being made now
 }
 
 type poolEntry struct {
@@ -122,6 +123,9 @@ func (p *pool) run(ctx context.Context) {
 		for ctx.Err() == nil {
 			p.mu.Lock()
 			need := p.size - len(p.ready)
+			if need > 0 {
+				p.filling++
+			}
 			p.mu.Unlock()
 			if need <= 0 {
 				break
@@ -129,6 +133,7 @@ func (p *pool) run(ctx context.Context) {
 			e, err := p.fill(ctx)
 			if err != nil {
 				p.mu.Lock()
+				p.filling--
 				p.lastErr = err
 				p.notifyLocked()
 				p.mu.Unlock()
@@ -140,6 +145,7 @@ func (p *pool) run(ctx context.Context) {
 			}
 			p.failures = 0
 			p.mu.Lock()
+			p.filling--
 			p.lastErr = nil
 			p.ready = append(p.ready, e)
 			p.notifyLocked()
@@ -160,6 +166,9 @@ func (p *pool) run(ctx context.Context) {
 		}
 	}
 }
+
+// claimWait bounds how long a claim waits for a pool container being made when none is ready.
+const claimWait = 10 * time.Second
 
 // refillDelay is how long the pool waits after a claim before replacing the container.
 const refillDelay = 250 * time.Millisecond
@@ -200,9 +209,24 @@ func (p *pool) fill(ctx context.Context) (*poolEntry, error) {
 
 // claim renames a ready pool container to name and returns it, or nil when none is ready or
 // the name is taken.
+//
+// When none is ready but one is being made, it waits for that one up to claimWait: the
+// container is already on its way, while a session's own would start from nothing.
 func (p *pool) claim(ctx context.Context, name string) *poolEntry {
+	deadline := time.Now().Add(claimWait)
 	for {
 		p.mu.Lock()
+		if !p.closed && len(p.ready) == 0 && p.filling > 0 && time.Now().Before(deadline) {
+			ch := p.changed
+			p.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Until(deadline)):
+			}
+			continue
+		}
 		if p.closed || len(p.ready) == 0 {
 			p.mu.Unlock()
 			p.poke()
