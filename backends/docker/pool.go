@@ -167,8 +167,13 @@ func (p *pool) run(ctx context.Context) {
 	}
 }
 
-// claimWait bounds how long a claim waits for a pool container being made when none is ready.
-const claimWait = 10 * time.Second
+// claimWait bounds how long a claim waits for a pool container being made when none is ready:
+// as long as making one may take (fill's own bound), since a session's own container would
+// be made by the same loaded engine and take as long.
+const claimWait = fillTimeout
+
+// fillTimeout bounds the making of one pool container.
+const fillTimeout = 2 * time.Minute
 
 // refillDelay is how long the pool waits after a claim before replacing the container.
 const refillDelay = 250 * time.Millisecond
@@ -177,7 +182,7 @@ const refillDelay = 250 * time.Millisecond
 // half-made container is never lost; if the pool was closed meanwhile, it is removed.
 func (p *pool) fill(ctx context.Context) (*poolEntry, error) {
 	b := p.b
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fillTimeout)
 	defer cancel()
 	if err := b.prepare(cctx); err != nil {
 		return nil, err
@@ -210,8 +215,9 @@ func (p *pool) fill(ctx context.Context) (*poolEntry, error) {
 // claim renames a ready pool container to name and returns it, or nil when none is ready or
 // the name is taken.
 //
-// When none is ready but one is being made, it waits for that one up to claimWait: the
-// container is already on its way, while a session's own would start from nothing.
+// When none is ready but one is being made, it waits for that one (up to claimWait, or until
+// the fill fails): the container is already on its way, while a session's own would start from
+// nothing.
 func (p *pool) claim(ctx context.Context, name string) *poolEntry {
 	deadline := time.Now().Add(claimWait)
 	for {

@@ -119,12 +119,14 @@ func (e *env) warmPoolOwner(t *testing.T) {
 	}
 }
 
-// waitPoolMember polls the engine, with a deadline, until the owner's pool has a running
-// container of scope: a run that comes before the refill after a claim is made cold.
+// waitPoolMember polls the engine, with a deadline, until the owner's pool has a running,
+// unclaimed container of scope. A claimed member keeps its role label but is renamed to its
+// session's name, so only the name tells them apart; without it, the member the warm-up's
+// last run claimed (still running while it is removed) would pass for the refill.
 func waitPoolMember(t *testing.T, cli *client.Client, scope string) {
 	t.Helper()
 	f := client.Filters{}.Add("label", "hermes-sandbox.scope="+scope).Add("label", "hermes-sandbox.role=pool").
-		Add("status", "running")
+		Add("status", "running").Add("name", "^/?hermes-pool-"+scope+"-")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
