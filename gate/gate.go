@@ -166,11 +166,11 @@ func (b *Backend) Confinement() (bool, string) {
 }
 
 // PoolStats passes through the inner backend's warm pool (zero: it keeps none).
-func (b *Backend) PoolStats() sandbox.PoolStats {
+func (b *Backend) PoolStats(ctx context.Context) (sandbox.PoolStats, error) {
 	if p, ok := b.inner.(sandbox.PoolReporter); ok {
-		return p.PoolStats()
+		return p.PoolStats(ctx)
 	}
-	return sandbox.PoolStats{}
+	return sandbox.PoolStats{}, nil
 }
 
 func (b *Backend) allowlisted(desc string) bool {

@@ -1,17 +1,21 @@
 package docker
 
-import "github.com/hermes-sandbox/hermes-sandbox/sandbox"
+import (
+	"context"
+
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
+)
 
 // PoolStats reports the warm pool: docker.pool_size, and the containers ready now (none
 // before the first Open starts the pool).
-func (b *Backend) PoolStats() sandbox.PoolStats {
+func (b *Backend) PoolStats(context.Context) (sandbox.PoolStats, error) {
 	st := sandbox.PoolStats{Size: max(b.cfg.PoolSize, 0)}
 	if p := b.getPool(); p != nil {
 		p.mu.Lock()
 		st.Ready = len(p.ready)
 		p.mu.Unlock()
 	}
-	return st
+	return st, nil
 }
 
 var _ sandbox.PoolReporter = (*Backend)(nil)

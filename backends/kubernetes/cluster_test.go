@@ -245,6 +245,9 @@ func TestPoolSessionsGC(t *testing.T) {
 	ctx := testenv.Ctx(t, 3*time.Minute)
 	state := t.TempDir()
 	b := c.backend(t, state, func(cfg *config.Config) { cfg.Kubernetes.PoolSize = 1 })
+	if st, err := b.PoolStats(ctx); err != nil || st != (sandbox.PoolStats{Size: 1}) {
+		t.Errorf("PoolStats before any session = %+v, %v; want size 1, none ready", st, err)
+	}
 	testenv.Run(t, testenv.Open(t, b, "one"), "true") // makes its own pod and fills the pool
 	cn, _ := b.cluster()
 	deadline := time.Now().Add(time.Minute)
@@ -260,6 +263,9 @@ func TestPoolSessionsGC(t *testing.T) {
 			t.Fatalf("the pool has %d pods, none running after a minute", len(list.Items))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if st, err := b.PoolStats(ctx); err != nil || st != (sandbox.PoolStats{Size: 1, Ready: 1}) {
+		t.Errorf("PoolStats with the warm pod running = %+v, %v; want size 1, 1 ready", st, err)
 	}
 	testenv.Run(t, testenv.Open(t, b, "two"), "true")
 	if p := c.sessionPods(t, b, "two"); len(p) != 1 || !strings.Contains(p[0].Name, "-pool-") {
@@ -343,6 +349,21 @@ func TestAgentSandboxWarmPool(t *testing.T) {
 			t.Errorf("%s: %v", gvr.Resource, err)
 		}
 	}
+	// The pool's ready count is its SandboxWarmPool's, as the controller reports it.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := b.PoolStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == (sandbox.PoolStats{Size: 2, Ready: 2}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PoolStats = %+v after a minute; want size 2, 2 ready", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// A second session, and the pool keeps its size.
 	testenv.Run(t, testenv.Open(t, b, "warm2"), "true")
 	if p := c.sessionPods(t, b, "warm2"); len(p) != 1 || p[0].Name == bound {
@@ -351,7 +372,7 @@ func TestAgentSandboxWarmPool(t *testing.T) {
 	if err := b.Remove(ctx, "warm"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline = time.Now().Add(time.Minute)
 	for len(c.sessionPods(t, b, "warm")) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the removed session's pod is still there after a minute")

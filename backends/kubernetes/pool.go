@@ -11,7 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // The warm pool (kubernetes.pool_size): ready pods labelled hermes-sandbox/pool=ready, of this
@@ -107,3 +111,46 @@ func (b *Backend) refill(ctx context.Context, c *conn) {
 		}
 	}
 }
+
+// PoolStats reports the warm pool: kubernetes.pool_size, and how many of its members the
+// cluster holds ready now. In pod mode those are the scope's pool pods a session of this spec
+// would take (usable); in agent-sandbox mode it is the SandboxWarmPool's status.readyReplicas,
+// as its controller counts them. It asks the cluster, so it fails when the cluster does not
+// answer; before any session (no pool made yet) nothing is ready.
+func (b *Backend) PoolStats(ctx context.Context) (sandbox.PoolStats, error) {
+	st := sandbox.PoolStats{Size: max(b.cfg.PoolSize, 0)}
+	if st.Size == 0 {
+		return st, nil
+	}
+	c, err := b.cluster()
+	if err != nil {
+		return st, err
+	}
+	if b.cfg.Mode == config.KubernetesModeAgentSandbox {
+		pool, err := c.dynamic.Resource(warmPoolGVR).Namespace(c.namespace).Get(ctx, b.warmPoolName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return st, nil
+		}
+		if err != nil {
+			return st, b.mapErr("get SandboxWarmPool", b.warmPoolName(), err)
+		}
+		n, _, err := unstructured.NestedInt64(pool.Object, "status", "readyReplicas")
+		if err != nil {
+			return st, &sandbox.Error{Backend: Name, Op: "read SandboxWarmPool status", ID: b.warmPoolName(), Err: err}
+		}
+		st.Ready = int(n)
+		return st, nil
+	}
+	list, err := c.api.pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: b.poolSelector()})
+	if err != nil {
+		return st, b.mapErr("list pool", "", err)
+	}
+	for i := range list.Items {
+		if b.usable(&list.Items[i]) {
+			st.Ready++
+		}
+	}
+	return st, nil
+}
+
+var _ sandbox.PoolReporter = (*Backend)(nil)

@@ -1,8 +1,10 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -78,14 +80,26 @@ func newPoolCollector(backend string, pool sandbox.PoolReporter) poolCollector {
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.size; ch <- c.ready }
 
+// poolScrapeTimeout bounds the backend's answer at a scrape (kubernetes asks its cluster).
+const poolScrapeTimeout = 5 * time.Second
+
+// Collect reports the pool's size and ready count; when the backend cannot say (its cluster
+// does not answer), the ready gauge is an error the scrape reports, and the other metrics are
+// still served (promhttp.ContinueOnError).
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.pool.PoolStats()
+	ctx, cancel := context.WithTimeout(context.Background(), poolScrapeTimeout)
+	defer cancel()
+	st, err := c.pool.PoolStats(ctx)
 	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Size), c.backend)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.ready, fmt.Errorf("%s warm pool: %w", c.backend, err))
+		return
+	}
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(st.Ready), c.backend)
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 func (m *metrics) quota(key, limit string) { m.quotas.WithLabelValues(key, limit).Inc() }
