@@ -69,28 +69,35 @@ type sandboxLabels struct {
 	Labels map[string]string `json:"labels"`
 }
 
+// snapshotSandbox is createSandboxSnapshot, as Sandbox._experimental_createSnapshot sends it
+// (libs/sdk-typescript/src/Sandbox.ts; Go: ExperimentalCreateSnapshot in sdk-go sandbox.go).
 func (c *apiClient) snapshotSandbox(ctx context.Context, id, name string) (sandboxInfo, error) {
 	var sb sandboxInfo
 	err := c.call(ctx, http.MethodPost, "/sandbox/"+url.PathEscape(id)+"/snapshot", false, createSandboxSnapshot{Name: name}, &sb, nil)
 	return sb, err
 }
 
+// fork is forkSandbox, as Sandbox._experimental_fork sends it (Sandbox.ts; Go:
+// doExperimentalForkWithTimeout in sdk-go sandbox.go).
 func (c *apiClient) fork(ctx context.Context, id, name string) (sandboxInfo, error) {
 	var sb sandboxInfo
 	err := c.call(ctx, http.MethodPost, "/sandbox/"+url.PathEscape(id)+"/fork", false, forkSandbox{Name: name}, &sb, nil)
 	return sb, err
 }
 
+// replaceLabels is PUT /sandbox/{id}/labels (Sandbox.setLabels in Sandbox.ts).
 func (c *apiClient) replaceLabels(ctx context.Context, id string, labels map[string]string) error {
 	return c.call(ctx, http.MethodPut, "/sandbox/"+url.PathEscape(id)+"/labels", true, sandboxLabels{Labels: labels}, nil, nil)
 }
 
+// getSnapshot is GET /snapshots/{id or name} (SnapshotService.get in Snapshot.ts).
 func (c *apiClient) getSnapshot(ctx context.Context, idOrName string) (snapshotInfo, error) {
 	var s snapshotInfo
 	err := c.call(ctx, http.MethodGet, "/snapshots/"+url.PathEscape(idOrName), true, nil, &s, nil)
 	return s, err
 }
 
+// removeSnapshot is DELETE /snapshots/{id}, by id (SnapshotService.delete in Snapshot.ts).
 func (c *apiClient) removeSnapshot(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/snapshots/"+url.PathEscape(id), true, nil, nil, nil)
 }
