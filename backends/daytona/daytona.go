@@ -224,7 +224,7 @@ func (b *Backend) Capabilities() sandbox.Capabilities {
 			iso += " except " + strings.Join(b.cfg.NetworkAllowList, ",")
 		}
 	}
-	return sandbox.Capabilities{Jobs: !fb, Files: true, Stdin: true, Persistent: true, Terminal: !fb,
+	return sandbox.Capabilities{Jobs: !fb, Files: true, Stdin: true, Persistent: true, Terminal: !fb, Branching: true,
 		Isolation: iso, Network: !b.cfg.NetworkBlockAll || len(b.cfg.NetworkAllowList) > 0}
 }
 

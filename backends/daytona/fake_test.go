@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,10 +44,12 @@ type fakeDaytona struct {
 	api, tb routers.Router
 
 	mu      sync.Mutex
-	boxes   map[string]*fakeBox // by id
-	creates []map[string]any    // create bodies as sent
-	ops     map[string]int      // operationId → count
-	inject  map[string][]int    // operationId → statuses to answer next, instead of serving
+	boxes   map[string]*fakeBox  // by id
+	snaps   map[string]*fakeSnap // by id (fake_branch_test.go)
+	images  []string             // images the fake committed, removed when it closes
+	creates []map[string]any     // create bodies as sent
+	ops     map[string]int       // operationId → count
+	inject  map[string][]int     // operationId → statuses to answer next, instead of serving
 	stopped chan struct{}
 	wg      sync.WaitGroup
 
@@ -66,6 +69,7 @@ type fakeBox struct {
 	autoArchive     int
 	autoDelete      int // minutes, negative = never
 	ctr             string
+	image           string // the image its container runs: a snapshot's or a fork's copy ("" = the fake's)
 	created         time.Time
 	active          time.Time // last toolbox activity
 	stoppedAt       time.Time
@@ -129,7 +133,7 @@ func newFake(t testing.TB, image string, minute time.Duration) *fakeDaytona {
 	var k [12]byte
 	rand.Read(k[:])
 	f := &fakeDaytona{t: t, key: "dtn_" + hex.EncodeToString(k[:]), cli: needEngine(t), image: image, minute: minute,
-		transition: 150 * time.Millisecond, api: api, tb: tb, boxes: map[string]*fakeBox{}, ops: map[string]int{},
+		transition: 150 * time.Millisecond, api: api, tb: tb, boxes: map[string]*fakeBox{}, snaps: map[string]*fakeSnap{}, ops: map[string]int{},
 		inject: map[string][]int{}, stopped: make(chan struct{})}
 	f.bg, f.bgCancel = context.WithCancel(context.Background())
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serveAPI))
@@ -169,6 +173,7 @@ func (f *fakeDaytona) close() {
 	for _, c := range ctrs {
 		f.cli.ContainerRemove(ctx, c, client.ContainerRemoveOptions{Force: true})
 	}
+	f.removeImages(ctx)
 }
 
 // injectStatus makes the next len(statuses) calls of operationId answer those statuses.
@@ -244,11 +249,18 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 			conflict(w, r, fmt.Sprintf("Sandbox with name %s already exists", n))
 			return
 		}
+		image := ""
+		if sn, _ := m["snapshot"].(string); sn != "" {
+			var ok bool
+			if image, ok = f.fromSnapshot(w, r, sn); !ok {
+				return
+			}
+		}
 		var id [8]byte
 		rand.Read(id[:])
 		b := &fakeBox{id: hex.EncodeToString(id[:]), name: n, state: "creating", labels: map[string]string{}, body: m,
 			autoStop: 15, autoDelete: -1, created: time.Now(), active: time.Now(), ptys: map[string]*fakePty{},
-			sessions: map[string]*fakeSession{}}
+			sessions: map[string]*fakeSession{}, image: image}
 		if v, ok := m["autoStopInterval"].(float64); ok {
 			b.autoStop = int(v)
 		}
@@ -350,6 +362,9 @@ func (f *fakeDaytona) control(w http.ResponseWriter, r *http.Request, op string,
 		f.change(b, "destroyed", f.removeContainer)
 		writeJSON(w, http.StatusOK, f.view(b))
 	default:
+		if f.branch(w, r, op, b, params, body) {
+			return
+		}
 		f.t.Errorf("fake Daytona: %s is not served", op)
 		controlError(w, r, http.StatusNotImplemented, op+" not served by the fake")
 	}
@@ -439,7 +454,7 @@ const fakeUser, fakeHome = "1000:1000", "/home/sandbox"
 
 func (f *fakeDaytona) createContainer(ctx context.Context, b *fakeBox) error {
 	c, err := f.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: f.image, Cmd: []string{"sleep", "2147483647"}, User: fakeUser,
+		Config: &container.Config{Image: cmp.Or(b.image, f.image), Cmd: []string{"sleep", "2147483647"}, User: fakeUser,
 			Env: []string{"HOME=" + fakeHome, "PATH=/usr/bin:/bin"}, WorkingDir: fakeHome,
 			Labels: map[string]string{testLabel: testRun, "hermes-sandbox.test.fake": b.name}},
 		HostConfig: &container.HostConfig{Init: ptr(true), NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"},

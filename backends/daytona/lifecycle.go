@@ -113,6 +113,12 @@ func (b *Backend) pause(ctx context.Context, what string) error {
 // create asks for the session's sandbox. Create is not retried blindly: a lost answer is
 // settled by looking the name up (the name is unique), never by creating twice.
 func (b *Backend) create(ctx context.Context, session string) (sandboxInfo, error) {
+	return b.createFrom(ctx, session, "")
+}
+
+// createFrom is create with the sandbox made from snapshot (a session's snapshot, for
+// Restore) instead of daytona.snapshot or daytona.image; "" means as configured.
+func (b *Backend) createFrom(ctx context.Context, session, snapshot string) (sandboxInfo, error) {
 	c := b.cfg
 	body := createSandbox{
 		Name:             b.sandboxName(session),
@@ -135,7 +141,9 @@ func (b *Backend) create(ctx context.Context, session string) (sandboxInfo, erro
 	if c.AutoDelete > 0 {
 		body.AutoDeleteInterval = minutesCeil(c.AutoDelete)
 	}
-	if c.Image != "" {
+	if snapshot != "" {
+		body.Snapshot = snapshot
+	} else if c.Image != "" {
 		body.BuildInfo = &buildInfo{DockerfileContent: "FROM " + c.Image + "\n"}
 	}
 	sb, err := b.api.create(ctx, body)

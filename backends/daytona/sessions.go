@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -76,7 +77,8 @@ func (b *Backend) Remove(ctx context.Context, name string) error {
 // opts.IdleTimeout (default daytona.auto_stop) by the service's activity time, and deletes
 // those in a failed state. Only sandboxes carrying this tool's labels are looked at: a
 // sandbox without labelOurs=1 and this scope is never touched, whatever its name. A stopped
-// sandbox keeps its files; the next command starts it again.
+// sandbox keeps its files; the next command starts it again. Snapshots (Brancher) older than
+// opts.SnapshotTTL are deleted too.
 func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.GCReport, error) {
 	if err := b.validate(); err != nil {
 		return sandbox.GCReport{}, &sandbox.Error{Backend: Name, Op: "gc", Err: err}
@@ -107,5 +109,6 @@ func (b *Backend) Collect(ctx context.Context, opts sandbox.GCOptions) (sandbox.
 		}
 		cands = append(cands, cand)
 	}
-	return sandbox.Reap(ctx, cands, opts, b.cfg.AutoStop, "daytona.auto_stop")
+	rep, err := sandbox.Reap(ctx, cands, opts, b.cfg.AutoStop, "daytona.auto_stop")
+	return rep, errors.Join(err, b.collectSnapshots(ctx, opts, &rep))
 }
