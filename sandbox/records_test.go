@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -154,5 +156,68 @@ func TestRecordsWriteFailure(t *testing.T) {
 	}
 	if list, err := r.List(); err == nil || list != nil {
 		t.Errorf("List() under a file = %v, %v; want an error", list, err)
+	}
+}
+
+// TestRecordsReaderNeverSeesTornRecord: while writers replace a session's record, every
+// concurrent Read finds a whole record, one of the writers', never a truncated or mixed one
+// (which would read as absent, and make the session look lost).
+func TestRecordsReaderNeverSeesTornRecord(t *testing.T) {
+	type big struct {
+		ID      string `json:"id"`
+		Payload string `json:"payload"`
+	}
+	r := &Records[big]{Dir: t.TempDir()}
+	recs := make([]big, 8)
+	for i := range recs {
+		c := string(rune('a' + i))
+		recs[i] = big{ID: c, Payload: strings.Repeat(c, 256<<10+i)}
+	}
+	if err := r.Write("s", recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	var reads, torn atomic.Int64
+	for range 4 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rec, _, ok := r.Read("s")
+				reads.Add(1)
+				if !ok || len(rec.ID) != 1 || rec.Payload != strings.Repeat(rec.ID, len(rec.Payload)) ||
+					len(rec.Payload) != 256<<10+int(rec.ID[0]-'a') {
+					torn.Add(1)
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for _, rec := range recs {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for range 25 {
+				if err := r.Write("s", rec); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
+	if n := torn.Load(); n > 0 {
+		t.Errorf("%d of %d reads during writes found no whole record", n, reads.Load())
+	}
+	if reads.Load() == 0 {
+		t.Errorf("no read ran while the writers wrote")
 	}
 }
