@@ -221,3 +221,48 @@ func TestRecordsReaderNeverSeesTornRecord(t *testing.T) {
 		t.Errorf("no read ran while the writers wrote")
 	}
 }
+
+// TestRecordsTouchEvery: with TouchEvery a session is marked used at most once per interval,
+// each session on its own clock, and a dropped session's clock starts again.
+func TestRecordsTouchEvery(t *testing.T) {
+	r := &Records[testRecord]{Dir: t.TempDir(), TouchEvery: time.Hour}
+	old := time.Now().Add(-3 * time.Hour)
+	age := func(s string) {
+		t.Helper()
+		if err := os.Chtimes(r.Path(s), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touched := func(s string) bool {
+		_, used, ok := r.Read(s)
+		return ok && time.Since(used) < time.Minute
+	}
+	for _, s := range []string{"a", "b"} {
+		if err := r.Write(s, testRecord{ID: s}); err != nil {
+			t.Fatal(err)
+		}
+		age(s)
+	}
+	r.Touch("a")
+	if !touched("a") {
+		t.Fatalf("first Touch(a) did not mark it used")
+	}
+	age("a")
+	r.Touch("a")
+	if touched("a") {
+		t.Errorf("second Touch(a) within TouchEvery marked it used; want it skipped")
+	}
+	r.Touch("b")
+	if !touched("b") {
+		t.Errorf("Touch(b) after Touch(a) did not mark b used; each session has its own clock")
+	}
+	r.Drop("a")
+	if err := r.Write("a", testRecord{ID: "a2"}); err != nil {
+		t.Fatal(err)
+	}
+	age("a")
+	r.Touch("a")
+	if !touched("a") {
+		t.Errorf("Touch(a) after Drop and Write did not mark it used")
+	}
+}
