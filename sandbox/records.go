@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,12 @@ type Records[T any] struct {
 	// so sessions survive an upgrade; nil means such a record is corrupt.
 	Legacy func(data []byte) (T, bool)
 	Logger *slog.Logger // nil discards
+	// TouchEvery, when set, makes Touch mark a session used at most once per this interval
+	// (by this process): a busy session then costs no write per command.
+	TouchEvery time.Duration
+
+	mu      sync.Mutex
+	touched map[string]time.Time // guarded by mu; when Touch last marked each session
 }
 
 // RecordEntry is one session's record, as List returns it.
@@ -98,9 +105,24 @@ func (r *Records[T]) Save(session string, rec T) {
 	}
 }
 
-// Touch marks the session used now; a session without a record stays without one.
+// Touch marks the session used now (at most once per TouchEvery); a session without a
+// record stays without one.
 func (r *Records[T]) Touch(session string) {
 	now := time.Now()
+	if r.TouchEvery > 0 {
+		r.mu.Lock()
+		due := now.Sub(r.touched[session]) >= r.TouchEvery
+		if due {
+			if r.touched == nil {
+				r.touched = map[string]time.Time{}
+			}
+			r.touched[session] = now
+		}
+		r.mu.Unlock()
+		if !due {
+			return
+		}
+	}
 	if err := os.Chtimes(r.Path(session), now, now); err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.log().Debug("session record not touched", "session", session, "err", err)
 	}
@@ -108,6 +130,9 @@ func (r *Records[T]) Touch(session string) {
 
 // Drop forgets the session; it reports whether there was a record.
 func (r *Records[T]) Drop(session string) bool {
+	r.mu.Lock()
+	delete(r.touched, session)
+	r.mu.Unlock()
 	err := os.Remove(r.Path(session))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		r.log().Warn("session record not removed", "session", session, "err", err)

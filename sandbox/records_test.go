@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -154,5 +156,113 @@ func TestRecordsWriteFailure(t *testing.T) {
 	}
 	if list, err := r.List(); err == nil || list != nil {
 		t.Errorf("List() under a file = %v, %v; want an error", list, err)
+	}
+}
+
+// TestRecordsReaderNeverSeesTornRecord: while writers replace a session's record, every
+// concurrent Read finds a whole record, one of the writers', never a truncated or mixed one
+// (which would read as absent, and make the session look lost).
+func TestRecordsReaderNeverSeesTornRecord(t *testing.T) {
+	type big struct {
+		ID      string `json:"id"`
+		Payload string `json:"payload"`
+	}
+	r := &Records[big]{Dir: t.TempDir()}
+	recs := make([]big, 8)
+	for i := range recs {
+		c := string(rune('a' + i))
+		recs[i] = big{ID: c, Payload: strings.Repeat(c, 256<<10+i)}
+	}
+	if err := r.Write("s", recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	var reads, torn atomic.Int64
+	for range 4 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rec, _, ok := r.Read("s")
+				reads.Add(1)
+				if !ok || len(rec.ID) != 1 || rec.Payload != strings.Repeat(rec.ID, len(rec.Payload)) ||
+					len(rec.Payload) != 256<<10+int(rec.ID[0]-'a') {
+					torn.Add(1)
+				}
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for _, rec := range recs {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for range 25 {
+				if err := r.Write("s", rec); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
+	if n := torn.Load(); n > 0 {
+		t.Errorf("%d of %d reads during writes found no whole record", n, reads.Load())
+	}
+	if reads.Load() == 0 {
+		t.Errorf("no read ran while the writers wrote")
+	}
+}
+
+// TestRecordsTouchEvery: with TouchEvery a session is marked used at most once per interval,
+// each session on its own clock, and a dropped session's clock starts again.
+func TestRecordsTouchEvery(t *testing.T) {
+	r := &Records[testRecord]{Dir: t.TempDir(), TouchEvery: time.Hour}
+	old := time.Now().Add(-3 * time.Hour)
+	age := func(s string) {
+		t.Helper()
+		if err := os.Chtimes(r.Path(s), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touched := func(s string) bool {
+		_, used, ok := r.Read(s)
+		return ok && time.Since(used) < time.Minute
+	}
+	for _, s := range []string{"a", "b"} {
+		if err := r.Write(s, testRecord{ID: s}); err != nil {
+			t.Fatal(err)
+		}
+		age(s)
+	}
+	r.Touch("a")
+	if !touched("a") {
+		t.Fatalf("first Touch(a) did not mark it used")
+	}
+	age("a")
+	r.Touch("a")
+	if touched("a") {
+		t.Errorf("second Touch(a) within TouchEvery marked it used; want it skipped")
+	}
+	r.Touch("b")
+	if !touched("b") {
+		t.Errorf("Touch(b) after Touch(a) did not mark b used; each session has its own clock")
+	}
+	r.Drop("a")
+	if err := r.Write("a", testRecord{ID: "a2"}); err != nil {
+		t.Fatal(err)
+	}
+	age("a")
+	r.Touch("a")
+	if !touched("a") {
+		t.Errorf("Touch(a) after Drop and Write did not mark it used")
 	}
 }

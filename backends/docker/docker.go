@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -131,7 +132,8 @@ func NewWith(cfg config.DockerConfig, opts sandbox.FactoryOptions, extra Options
 		shell:    opts.Shell,
 		spillDir: filepath.Join(state, "output"),
 	}
-	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(state, "docker", "sessions"), Legacy: sandbox.BareID, Logger: b.log}
+	b.records = sandbox.Records[sandbox.IDRecord]{Dir: filepath.Join(state, "docker", "sessions"), Legacy: sandbox.BareID, Logger: b.log,
+		TouchEvery: time.Second}
 	b.env = containerEnv(b.cfg)
 	b.passEnv = passthroughEnv(b.cfg, opts)
 	return b, nil

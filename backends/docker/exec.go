@@ -30,12 +30,11 @@ type session struct {
 	name string
 
 	mu          sync.Mutex
-	containerID string    // guarded by mu; the container this process last used for the session
-	oomCount    int64     // guarded by mu; the cgroup's OOM kill count when last looked at
-	lastTouch   time.Time // guarded by mu
-	lastCwd     string    // guarded by mu; the working directory last written to the session's record
-	relay       *relay    // guarded by mu; the egress relay and proxy (docker.network allowlist)
-	stale       []string  // guarded by mu; current settings the session's container does not use
+	containerID string   // guarded by mu; the container this process last used for the session
+	oomCount    int64    // guarded by mu; the cgroup's OOM kill count when last looked at
+	lastCwd     string   // guarded by mu; the working directory last written to the session's record
+	relay       *relay   // guarded by mu; the egress relay and proxy (docker.network allowlist)
+	stale       []string // guarded by mu; current settings the session's container does not use
 }
 
 // start is the channel's Starter: it makes sure the session's container runs and attaches
@@ -99,7 +98,7 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 // Exec runs cmd in the session's container. A command killed by the kernel for lack of
 // memory gets a message saying so on its stderr.
 func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
-	s.touch()
+	s.b.records.Touch(s.name) // gc reads the last use
 	res, err := s.Session.Exec(ctx, cmd)
 	if res != nil {
 		if msg := s.staleNote(); msg != "" {
@@ -138,20 +137,6 @@ func (s *session) noteCwd(cwd string) {
 	s.mu.Unlock()
 	if changed {
 		s.b.writeCwd(s.name, cwd)
-	}
-}
-
-// touch records the session's last use (at most once a second); `gc` reads it.
-func (s *session) touch() {
-	s.mu.Lock()
-	now := time.Now()
-	due := now.Sub(s.lastTouch) > time.Second
-	if due {
-		s.lastTouch = now
-	}
-	s.mu.Unlock()
-	if due {
-		s.b.records.Touch(s.name)
 	}
 }
 

@@ -45,7 +45,6 @@ type session struct {
 	sb        *modalsdk.Sandbox // guarded by mu
 	fallback  string            // guarded by mu; why the helper is not used; "" while it is
 	recreated bool              // guarded by mu; to report from the fallback path
-	lastTouch time.Time         // guarded by mu
 }
 
 // start is the channel's Starter: a running sandbox and a helper attached to it.
@@ -98,7 +97,7 @@ func (s *session) onClose() error {
 
 // Exec runs cmd over the helper, or as one Exec when the helper cannot run.
 func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
-	s.touch()
+	s.b.records.Touch(s.name) // gc reads the last use
 	if !s.usesFallback() {
 		res, err := s.Session.Exec(ctx, cmd)
 		var fb *errFallback
@@ -128,20 +127,6 @@ func (s *session) usesFallback() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fallback != ""
-}
-
-// touch records the session's last use (at most once a second); gc reads it.
-func (s *session) touch() {
-	s.mu.Lock()
-	now := time.Now()
-	due := now.Sub(s.lastTouch) > time.Second
-	if due {
-		s.lastTouch = now
-	}
-	s.mu.Unlock()
-	if due {
-		s.b.records.Touch(s.name)
-	}
 }
 
 // agentBinary is the helper for the sandbox's architecture; without one, commands run one

@@ -103,7 +103,7 @@ func NewWith(cfg config.ModalConfig, opts sandbox.FactoryOptions, extra Options)
 		passEnv:  opts.PassthroughMap(),
 		spillDir: filepath.Join(state, "output"),
 	}
-	b.records = sandbox.Records[record]{Dir: filepath.Join(state, "modal", "sessions"), Ext: ".json", Logger: b.log}
+	b.records = sandbox.Records[record]{Dir: filepath.Join(state, "modal", "sessions"), Ext: ".json", Logger: b.log, TouchEvery: time.Second}
 	b.helper.CacheDir = state
 	b.creds, b.credsErr = ResolveCredentials(cfg, opts)
 	return b, nil

@@ -197,6 +197,13 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 
 // start starts the session's helper, working out first (once per host) where it lives. It
 // returns the plain-shell placement, and no client, when the helper cannot run there.
+//
+// This is not agentbin.Start, whose retry follows the start script's exit status (97: not
+// there yet): here the first attempt runs the helper where the host was set up earlier, or
+// where a guess made without probing puts it (the home cache, this machine's architecture),
+// and any failure to start there (missing, another architecture, a noexec home: 127, 126 or
+// an exec error alike) means probing the host and installing, through agentbin.Install,
+// where the helper can run, once.
 func (b *Backend) start(ctx context.Context, h *host, name string) (*agent.Client, *placement, error) {
 	for attempt := 0; ; attempt++ {
 		p, err := b.placementFor(ctx, h)
