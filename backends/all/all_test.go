@@ -78,7 +78,7 @@ func TestSlimBuild(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "hermes-sandbox")
-	if out, err := exec.CommandContext(t.Context(), goBin, "build", "-trimpath", "-tags", slimTags, "-o", bin, main).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(t.Context(), goBin, "build", "-tags", slimTags, "-o", bin, main).CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags %s: %v\n%s", slimTags, err, out)
 	}
 	for _, name := range []string{"docker", "kubernetes"} {

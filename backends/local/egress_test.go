@@ -89,6 +89,7 @@ except Exception as e:
 // through the proxy and audited, anything else is refused by name, and direct connections
 // to the host's loopback, where the servers listen, go nowhere.
 func TestEgressAllowlist(t *testing.T) {
+	t.Parallel()
 	egressNetwork(t)
 	in := egresstest.New(t)
 	pp, sp, ep := egresstest.Port(in.Pypi), egresstest.Port(in.Secure), egresstest.Port(in.Evil)

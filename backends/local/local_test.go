@@ -13,16 +13,23 @@ import (
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
-func TestConformance(t *testing.T) { conformance(t, config.ConfineAuto, "") }
+// The local suites run side by side (each with its own state and working tree): their checks
+// mostly wait, and go test's -parallel bounds them all together.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance(t, config.ConfineAuto, "")
+}
 
 // TestConformanceNetworkNone runs the suite in namespaces with a network of loopback only.
 func TestConformanceNetworkNone(t *testing.T) {
+	t.Parallel()
 	egressNetwork(t)
 	conformance(t, config.ConfineStrict, config.LocalNetworkNone)
 }
 
 // TestConformanceAllowlist runs the suite with the egress relay and proxy in place.
 func TestConformanceAllowlist(t *testing.T) {
+	t.Parallel()
 	egressNetwork(t)
 	conformance(t, config.ConfineAuto, config.LocalNetworkAllowlist)
 }

@@ -242,6 +242,7 @@ func randomHex(n int) string {
 // TestProbes runs the probes in a process started with a token in its environment (as a
 // CLI holds the caller's): as this user, and as root also as probeUser.
 func TestProbes(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("namespaces are Linux-only")
 	}

@@ -207,6 +207,7 @@ func TestSeatbeltPathWithoutSandboxExec(t *testing.T) {
 // way macOS starts it (a stand-in for sandbox-exec that enforces nothing): jobs, terminals,
 // files and cancellation all go through the re-executed helper.
 func TestConformanceSeatbeltPath(t *testing.T) {
+	t.Parallel()
 	root, err := os.MkdirTemp("/var/tmp", "hermes-local-sbconf-")
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(root) })

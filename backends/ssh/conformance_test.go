@@ -5,11 +5,15 @@ package ssh
 import (
 	"testing"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/testenv"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 	"github.com/hermes-sandbox/hermes-sandbox/sandbox/sandboxtest"
 )
 
+// The two suites run side by side in the fast tier, each against its own sshd; their checks
+// stay one at a time (see bf52c83).
 func TestConformance(t *testing.T) {
+	testenv.ParallelInFastTier(t)
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend: func(t testing.TB) sandbox.Backend { return d.backend(t, Options{}) },
@@ -17,6 +21,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceShellFallback(t *testing.T) {
+	testenv.ParallelInFastTier(t)
 	d := newTestSSHD(t)
 	sandboxtest.Run(t, sandboxtest.Options{
 		NewBackend:      func(t testing.TB) sandbox.Backend { return d.backend(t, Options{ForceShell: true}) },

@@ -66,10 +66,13 @@ func newTestSSHD(t testing.TB, extra ...string) *testSSHD {
 	if _, err := os.Stat(sshdPath); err != nil {
 		testenv.Missing(t, "ssh", "no "+sshdPath+": install openssh-server (apt-get install -y openssh-server)")
 	}
-	testenv.AgentBinary(t)
+	testenv.AgentBinaryForProcess(t)
 	u, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if shell := loginShell(u.Username); shell != "" && refusesLogins(shell) {
+		testenv.Missing(t, "ssh", fmt.Sprintf("the test server logs in as the current user, %s, whose login shell %s refuses logins: run the ssh tests as a user with a shell", u.Username, shell))
 	}
 	dir := t.TempDir()
 	d := &testSSHD{t: t, dir: dir, user: u.Username, extra: extra,
@@ -324,3 +327,25 @@ func mustExec(t testing.TB, s sandbox.Session, script string) *sandbox.Result {
 }
 
 func (d *testSSHD) String() string { return fmt.Sprintf("sshd on 127.0.0.1:%d", d.port) }
+
+// loginShell is user's login shell from /etc/passwd ("" when it cannot be read there: a
+// directory service, another system).
+func loginShell(user string) string {
+	data, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) == 7 && f[0] == user {
+			return f[6]
+		}
+	}
+	return ""
+}
+
+// refusesLogins says a login shell only turns sessions away (nologin, false).
+func refusesLogins(shell string) bool {
+	base := filepath.Base(shell)
+	return base == "nologin" || base == "false"
+}

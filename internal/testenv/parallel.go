@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"strconv"
+	"testing"
 )
 
 // WideParallel raises go test's -parallel to at least n, in the fast tier only, for a
@@ -26,5 +27,15 @@ func WideParallel(n int) {
 	}
 	if cur, err := strconv.Atoi(f.Value.String()); err == nil && cur < n {
 		flag.Set("test.parallel", strconv.Itoa(n))
+	}
+}
+
+// ParallelInFastTier marks t parallel (t.Parallel) in the fast tier only: for a top-level test
+// whose work is independent of the package's other tests but which the full tier (FullEnv,
+// every package under -race at once, which CI runs) keeps serial, because its checks were
+// seen to starve one another there.
+func ParallelInFastTier(t *testing.T) {
+	if os.Getenv(FullEnv) == "" {
+		t.Parallel()
 	}
 }

@@ -39,6 +39,18 @@ func AgentBinary(t testing.TB) string {
 	return p
 }
 
+// AgentBinaryForProcess is AgentBinary for a package whose tests all use the one helper and
+// some run in parallel (t.Setenv is refused there): it points HERMES_SANDBOX_AGENT at the
+// helper for the rest of the test process.
+func AgentBinaryForProcess(t testing.TB) string {
+	t.Helper()
+	p := BuildBinary(t, "./cmd/sandbox-agent", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if err := os.Setenv(agentbin.EnvVar, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 type buildError struct {
 	out string
 	err error
