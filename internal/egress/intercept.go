@@ -222,7 +222,7 @@ func (p *Proxy) interceptOne(tc *tls.Conn, bc *bufConn, req *http.Request, b *Br
 	down := &countReader{r: resp.Body}
 	closer := io.Closer(resp.Body)
 	if resp.Body != http.NoBody {
-		pu := newPump(resp.Body, cancel, cw.idle)
+		pu := startPump(resp.Body, cancel, cw.idle)
 		cw.ready = pu.ready
 		down.r, closer = pu, pu
 	}
@@ -343,7 +343,8 @@ const (
 	pumpChunkSize = 16 << 10 // a TLS record's payload at most: what one read of the body returns
 )
 
-func newPump(body io.ReadCloser, abort func(), idle func() error) *pump {
+// startPump starts the goroutine that reads body; Close stops it.
+func startPump(body io.ReadCloser, abort func(), idle func() error) *pump {
 	p := &pump{ch: make(chan pumpChunk, pumpDepth), free: make(chan []byte, pumpDepth+2), quit: make(chan struct{}),
 		done: make(chan struct{}), body: body, abort: abort, idle: idle}
 	go p.run(body)
