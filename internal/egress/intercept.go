@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -215,15 +216,23 @@ func (p *Proxy) interceptOne(tc *tls.Conn, bc *bufConn, req *http.Request, b *Br
 	}
 	dropHop(resp.Header)
 	resp.Close = !keep
+	batch := batchBufs.Get().(*[]byte)
+	defer batchBufs.Put(batch)
+	cw := &clientWriter{w: batchWriter{tc: tc, c: bc}, buf: (*batch)[:0]}
 	down := &countReader{r: resp.Body}
+	closer := io.Closer(resp.Body)
+	if resp.Body != http.NoBody {
+		pu := startPump(resp.Body, cancel, cw.idle)
+		cw.ready = pu.ready
+		down.r, closer = pu, pu
+	}
 	resp.Body = struct {
 		io.Reader
 		io.Closer
-	}{down, resp.Body}
-	bw := bufio.NewWriterSize(batchWriter{tc: tc, c: bc}, 128<<10)
-	err = resp.Write(bw)
+	}{down, closer}
+	err = resp.Write(cw)
 	if err == nil {
-		err = bw.Flush()
+		err = cw.flush()
 	}
 	resp.Body.Close()
 	ev.BytesUp, ev.BytesDown, ev.Duration = body.n, down.n, time.Since(start)
@@ -232,4 +241,180 @@ func (p *Proxy) interceptOne(tc *tls.Conn, bc *bufConn, req *http.Request, b *Br
 	}
 	record(ev)
 	return err == nil && keep
+}
+
+// clientBatch is how much of a response clientWriter gathers at most before it writes.
+const clientBatch = 128 << 10
+
+// batchBufs holds clientWriter's buffers.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, clientBatch); return &b }}
+
+// clientWriter writes a response to the client's TLS connection in batches: it gathers up to
+// clientBatch bytes while more of the body is at hand (ready), and writes as soon as the
+// upstream has nothing more ready, so that a response that streams (server-sent events, a git
+// server's progress) reaches the client as it comes, and a download that arrives faster than
+// it is written goes out in large writes. Each batch's TLS records go out with one write(2).
+type clientWriter struct {
+	w     batchWriter
+	buf   []byte
+	ready func() bool // nil: nothing more is coming
+	// reading is set while ReadFrom reads into buf: idle must not write buf then.
+	reading bool
+	err     error
+}
+
+func (cw *clientWriter) flush() error {
+	if cw.err == nil && len(cw.buf) > 0 {
+		_, cw.err = cw.w.Write(cw.buf)
+		cw.buf = cw.buf[:0]
+	}
+	return cw.err
+}
+
+// idle is called before the body's reader waits for the upstream: what is gathered goes out.
+func (cw *clientWriter) idle() error {
+	if cw.reading {
+		return nil // ReadFrom wrote it before reading
+	}
+	return cw.flush()
+}
+
+func (cw *clientWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if len(cw.buf) == cap(cw.buf) {
+			if err := cw.flush(); err != nil {
+				return n, err
+			}
+		}
+		m := copy(cw.buf[len(cw.buf):cap(cw.buf)], p)
+		cw.buf, p, n = cw.buf[:len(cw.buf)+m], p[m:], n+m
+	}
+	return n, cw.err
+}
+
+// ReadFrom reads a body of known length straight into the batch (net/http copies one with it).
+func (cw *clientWriter) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	for {
+		if len(cw.buf) == cap(cw.buf) || (len(cw.buf) > 0 && (cw.ready == nil || !cw.ready())) {
+			if err := cw.flush(); err != nil {
+				return n, err
+			}
+		}
+		cw.reading = true
+		m, err := r.Read(cw.buf[len(cw.buf):cap(cw.buf)])
+		cw.reading = false
+		cw.buf, n = cw.buf[:len(cw.buf)+m], n+int64(m)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// pump reads a response body on its own goroutine, up to pumpDepth reads ahead of its
+// reader: the upstream's TLS records are decrypted on one core while the client's are
+// encrypted and written on another. Its reader calls idle before it waits for the upstream.
+// Close stops the goroutine and waits for it (abort ends a read from the upstream in progress).
+type pump struct {
+	ch     chan pumpChunk
+	free   chan []byte
+	quit   chan struct{}
+	done   chan struct{}
+	body   io.Closer
+	abort  func()
+	idle   func() error
+	cur    []byte // the unread part of the chunk in hand
+	buf    []byte // that chunk's buffer, handed back when it is read
+	err    error  // the body's end (io.EOF) or error, once a chunk brought it
+	closed bool
+}
+
+type pumpChunk struct {
+	b   []byte
+	err error
+}
+
+const (
+	pumpDepth     = 16
+	pumpChunkSize = 16 << 10 // a TLS record's payload at most: what one read of the body returns
+)
+
+// startPump starts the goroutine that reads body; Close stops it.
+func startPump(body io.ReadCloser, abort func(), idle func() error) *pump {
+	p := &pump{ch: make(chan pumpChunk, pumpDepth), free: make(chan []byte, pumpDepth+2), quit: make(chan struct{}),
+		done: make(chan struct{}), body: body, abort: abort, idle: idle}
+	go p.run(body)
+	return p
+}
+
+func (p *pump) run(r io.Reader) {
+	defer close(p.done)
+	for {
+		var b []byte
+		select {
+		case b = <-p.free:
+		default:
+			b = make([]byte, pumpChunkSize)
+		}
+		n, err := r.Read(b)
+		select {
+		case p.ch <- pumpChunk{b[:n], err}:
+		case <-p.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// ready reports whether Read can return without waiting for the upstream.
+func (p *pump) ready() bool { return len(p.cur) > 0 || p.err != nil || len(p.ch) > 0 }
+
+func (p *pump) Read(b []byte) (int, error) {
+	for len(p.cur) == 0 {
+		if p.closed {
+			return 0, net.ErrClosed
+		}
+		if p.err != nil {
+			return 0, p.err
+		}
+		if p.buf != nil {
+			select {
+			case p.free <- p.buf:
+			default:
+			}
+			p.buf = nil
+		}
+		var c pumpChunk
+		select {
+		case c = <-p.ch:
+		default:
+			if err := p.idle(); err != nil {
+				return 0, err
+			}
+			c = <-p.ch
+		}
+		p.cur, p.buf, p.err = c.b, c.b[:cap(c.b)], c.err
+	}
+	n := copy(b, p.cur)
+	p.cur = p.cur[n:]
+	return n, nil
+}
+
+func (p *pump) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	close(p.quit)
+	if p.err == nil {
+		p.abort() // the goroutine may be waiting for the upstream
+	}
+	<-p.done
+	return p.body.Close()
 }
