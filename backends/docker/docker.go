@@ -93,6 +93,11 @@ type Backend struct {
 
 	bg sync.WaitGroup // ephemeral sandboxes being removed (removeLater); Close waits for them
 
+	// ephemerals are the containers ephemeral sessions made or claimed and that are not yet
+	// known to be removed (id → session): whatever path a session took, Close removes what
+	// is left here (recycle.go).
+	ephemerals map[string]string // guarded by mu
+
 	mu     sync.Mutex
 	closed bool // guarded by mu
 }
@@ -179,6 +184,7 @@ func (b *Backend) Close() error {
 	if p != nil {
 		err = p.close()
 	}
+	b.removeEphemerals()
 	return errors.Join(err, b.cli.Close())
 }
 

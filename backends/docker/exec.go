@@ -69,6 +69,9 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 		if t, err = b.ensure(ctx, s.name, known); err != nil {
 			return channel.Started{}, err
 		}
+		if s.ephemeral {
+			b.noteEphemeral(t.id, s.name)
+		}
 		recreated = recreated || t.recreated
 		if client = t.client; client != nil {
 			break

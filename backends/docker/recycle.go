@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hermes-sandbox/hermes-sandbox/config"
@@ -30,8 +31,10 @@ import (
 // idle helper, which refuses tracing: a task runs as the helper's user, and could otherwise
 // plant code in docker-init that outlives the reset.
 
-// takeWait bounds how long an ephemeral session waits for a member coming back from a task or
-// a reset when none is ready, before it makes a container of its own.
+// takeWait bounds how long an ephemeral session waits for a member out with a task when none
+// is ready and none is being reset, before it makes a container of its own: a task may run
+// for long. A member being reset is waited for as long as a reset may take (resetTimeout):
+// it is on its way back, and making a container costs the engine more than a reset.
 const takeWait = time.Second
 
 // resetTimeout bounds a reset; a member whose helper takes longer is removed.
@@ -75,10 +78,11 @@ func (p *pool) probe(ctx context.Context, e *poolEntry) {
 	}
 }
 
-// take hands out a ready member as it is. When none is ready but some are out with a task or
-// being reset, it waits up to takeWait for one; nil when none comes.
+// take hands out a ready member as it is. When none is ready but some are being reset, it
+// waits for them (up to resetTimeout); when some are out with a task, up to takeWait; nil
+// when none comes.
 func (p *pool) take(ctx context.Context) *poolEntry {
-	deadline := time.Now().Add(takeWait)
+	start := time.Now()
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -106,11 +110,16 @@ func (p *pool) take(ctx context.Context) *poolEntry {
 			}
 			return e
 		}
-		back := p.loaned + p.recycling
+		var wait time.Duration
+		if p.loaned > 0 {
+			wait = time.Until(start.Add(takeWait))
+		}
+		if p.recycling > 0 {
+			wait = max(wait, time.Until(start.Add(resetTimeout)))
+		}
 		ch := p.changed
 		p.mu.Unlock()
-		wait := time.Until(deadline)
-		if back == 0 || wait <= 0 {
+		if wait <= 0 {
 			p.poke()
 			return nil
 		}
@@ -252,8 +261,8 @@ func (s *session) detach(c *agent.Client) bool {
 }
 
 // dispose ends an ephemeral session's sandbox when the session closes: a member not yet given
-// back goes back (its reset then fails if its helper is gone), a container of its own is
-// removed in the background.
+// back goes back (its reset then fails if its helper is gone), any other container it made or
+// claimed is removed in the background.
 func (s *session) dispose() {
 	if !s.ephemeral {
 		return
@@ -271,13 +280,69 @@ func (s *session) dispose() {
 	s.b.forget(s.name)
 }
 
+// noteEphemeral records a container an ephemeral session made or claimed (by rename) before
+// anything else can fail: removeLater, or else Close, removes it whatever happens next.
+func (b *Backend) noteEphemeral(id, session string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ephemerals == nil {
+		b.ephemerals = map[string]string{}
+	}
+	b.ephemerals[id] = session
+}
+
+// ephemeralIDs lists the containers noted for session.
+func (b *Backend) ephemeralIDs(session string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	for id, s := range b.ephemerals {
+		if s == session {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// removeAttempts is how often an ephemeral sandbox's removal is tried (a loaded engine times
+// out now and then) before Close is left to try once more.
+const removeAttempts = 3
+
+// removeEphemeral removes the session's sandbox: the container by its name and every container
+// noted for it by id (with its workspace volume), each forgotten once it is gone.
+func (b *Backend) removeEphemeral(ctx context.Context, name string) error {
+	var errs []error
+	for attempt := range removeAttempts {
+		errs = errs[:0]
+		if err := b.Remove(ctx, name); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			errs = append(errs, err)
+		}
+		for _, id := range b.ephemeralIDs(name) {
+			if err := b.removeContainer(ctx, id, true); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			b.mu.Lock()
+			delete(b.ephemerals, id)
+			b.mu.Unlock()
+		}
+		if len(errs) == 0 || attempt == removeAttempts-1 {
+			break
+		}
+		if sandbox.Sleep(ctx, time.Duration(attempt+1)*time.Second) != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // removeLater removes the session's sandbox in the background (Close waits for it).
 func (b *Backend) removeLater(name string) {
 	remove := func() {
 		ctx, cancel := cleanupContext(context.Background())
 		defer cancel()
-		if err := b.Remove(ctx, name); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			b.log.Warn("remove an ephemeral sandbox (`hermes-sandbox gc` removes it)", "session", name, "err", err)
+		if err := b.removeEphemeral(ctx, name); err != nil {
+			b.log.Warn("remove an ephemeral sandbox (tried again when the backend closes; `hermes-sandbox gc` removes it)", "session", name, "err", err)
 		}
 	}
 	b.mu.Lock()
@@ -292,6 +357,28 @@ func (b *Backend) removeLater(name string) {
 		defer b.bg.Done()
 		remove()
 	}()
+}
+
+// removeEphemerals removes, at Close, the containers of ephemeral sessions that removeLater
+// could not remove (or that no session's close got to).
+func (b *Backend) removeEphemerals() {
+	b.mu.Lock()
+	left := b.ephemerals
+	b.ephemerals = nil
+	b.mu.Unlock()
+	var wg sync.WaitGroup
+	for id, session := range left {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := cleanupContext(context.Background())
+			defer cancel()
+			if err := b.removeContainer(ctx, id, true); err != nil {
+				b.log.Warn("remove an ephemeral sandbox (`hermes-sandbox gc` removes it)", "session", session, "container", shortID(id), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 var _ sandbox.EphemeralOpener = (*Backend)(nil)

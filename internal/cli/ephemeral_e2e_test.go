@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,11 +52,7 @@ func dockerPoolEnv(t *testing.T, poolSize int) (*env, *client.Client, string) {
 			}
 			if time.Now().After(deadline) {
 				t.Errorf("left behind after the owner exited: containers %v, volumes %v", ctrs, vols)
-				logs, _ := filepath.Glob(filepath.Join(e.ownersDir(), "*.log"))
-				for _, l := range logs {
-					data, _ := os.ReadFile(l)
-					t.Logf("owner log %s:\n%s", l, data)
-				}
+				e.logOwners(t)
 				testenv.RemoveLabelled("hermes-sandbox.scope", scope)
 				return
 			}
@@ -63,6 +60,15 @@ func dockerPoolEnv(t *testing.T, poolSize int) (*env, *client.Client, string) {
 		}
 	})
 	return e, cli, scope
+}
+
+// logOwners shows the owners' logs (why a member was not reused, what was not removed).
+func (e *env) logOwners(t *testing.T) {
+	logs, _ := filepath.Glob(filepath.Join(e.ownersDir(), "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		t.Logf("owner log %s:\n%s", l, data)
+	}
 }
 
 // scopeObjects lists the names of the containers and volumes of scope.
@@ -148,11 +154,17 @@ func waitPoolMember(t *testing.T, cli *client.Client, scope string) {
 // and dotfiles in every writable directory (a directory it made unreadable and undeletable
 // for itself among them), a fifo, an export and a cd. The owner resets the member and hands
 // it to the next task (the same container: the test checks it is reused), which sees none of
-// it and is as hardened as a fresh sandbox. A member that fails the reset is removed
-// instead: a task that changes what a reset does not restore (/dev, writable here because
-// the test's user is root without capabilities) gets no successor in its container.
+// it and is as hardened as a fresh sandbox: no file, process, System V IPC object, POSIX
+// message queue or exported variable. A member that fails the reset is removed instead: a
+// task that changes what a reset does not restore (the workspace directory's own mode) gets
+// no successor in its container.
 func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 	e, cli, scope := dockerPoolEnv(t, 1)
+	// The gate asks about the first task's running of the binary it wrote (run-unseen-content);
+	// nobody is there to approve it, so this user's configuration allows it.
+	e.mustRun("config", "set", "approvals.command_allowlist",
+		`["running a file that an earlier part of the same command line wrote with content the gate cannot see"]`)
+	ipcleave := buildIPCLeave(t)
 	e.warmPoolOwner(t)
 	waitPoolMember(t, cli, scope)
 
@@ -160,15 +172,21 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 	// procs counts the processes whose command line is exactly `sleep 6173`.
 	procs := `procs() { for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep -c '^sleep ` + marker + ` $'; }; `
 	// leave writes a file and a dotfile in each directory given.
+	// ipcCount prints the System V objects there are (the lines of /proc/sysvipc/* past their
+	// headers) and the POSIX message queues.
+	const ipcCount = `echo "ipc=$(cat /proc/sysvipc/shm /proc/sysvipc/sem /proc/sysvipc/msg | grep -vc '^ *key') mq=$(ls -A /dev/mqueue)"`
 	leave := `leave() { for d; do echo secret >$d/carry && echo secret >$d/.carry || return 1; done; }; `
 	first := e.command(t, "exec", "--ephemeral", "-c", procs+leave+
+		// The System V objects and the POSIX message queue come from a static binary that
+		// the task reads from its stdin (busybox has no ipcmk).
+		fmt.Sprintf(`head -c %d >/workspace/.ipcleave && chmod +x /workspace/.ipcleave && /workspace/.ipcleave && `, len(ipcleave))+
 		`leave /workspace /tmp /dev/shm && mkdir -p /workspace/deep/er /tmp/.hid && leave /workspace/deep/er /tmp/.hid && `+
 		`chmod 0 /workspace/deep && mkfifo /tmp/fifo-carry /workspace/.fifo-carry && `+
 		`export CARRY=secret && cd /tmp && `+
 		`(setsid sleep `+marker+` </dev/null >/dev/null 2>&1 &) && (sleep `+marker+` </dev/null >/dev/null 2>&1 &) && `+
 		// The test's own deadline bounds this wait for the processes to show up.
 		`until [ "$(procs)" = 2 ]; do sleep 0.05; done; hostname && `+
-		`cat /workspace/carry /tmp/.carry /dev/shm/carry && echo "env=$CARRY" && procs && echo ready && read go && echo "go=$go"`)
+		`cat /workspace/carry /tmp/.carry /dev/shm/carry && echo "env=$CARRY" && procs && `+ipcCount+` && echo ready && read go && echo "go=$go"`)
 	stdin, err := first.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +201,7 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Process.Kill()
+	go stdin.Write(ipcleave) // ends with an error if the task does
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -206,10 +225,10 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 		}
 	}
 	// What the checks below look for is there while the first task runs.
-	if len(seen) != 7 || seen[1] != "secret" || seen[2] != "secret" || seen[3] != "secret" || seen[4] != "env=secret" || seen[5] != "2" {
-		t.Fatalf("the first task saw %q; want its hostname, its files, its variable and its two processes", seen)
+	if len(seen) != 9 || seen[0] != "ipc-left" || seen[2] != "secret" || seen[3] != "secret" || seen[4] != "secret" || seen[5] != "env=secret" || seen[6] != "2" || seen[7] != "ipc=3 mq=carry" {
+		t.Fatalf("the first task saw %q; want its IPC objects, hostname, files, variable and two processes", seen)
 	}
-	host := seen[0]
+	host := seen[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	info, err := cli.ContainerInspect(ctx, host, client.ContainerInspectOptions{})
@@ -233,7 +252,7 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 	}
 
 	check := procs + `hostname; pwd; ls -A /workspace /tmp /tmp/.hermes/state /dev/shm /dev/mqueue; echo "env=${CARRY-unset}"; ` +
-		`echo "procs=$(procs)"; ipcs; ` +
+		`echo "procs=$(procs)"; ` + ipcCount + `; ` +
 		`grep CapEff /proc/self/status; ls /sys/class/net; touch /rootfs-probe 2>&1 || echo ro-root; ` +
 		`touch /workspace/w /tmp/t && echo writable`
 	code, out, errOut := e.execBin(t, "", nil, "exec", "--ephemeral", "-c", check)
@@ -243,13 +262,14 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 	got := strings.Split(strings.TrimSpace(out), "\n")
 	if got[0] != host {
 		t.Errorf("the second task ran in %s, not in the first task's container %s: the member was not reset and reused", got[0], host)
+		e.logOwners(t)
 	}
-	for _, bad := range []string{"carry", "deep", ".hid", "env=secret"} {
+	for _, bad := range []string{"carry", "deep", ".hid", "ipcleave", "env=secret"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the second task sees %q of the first: %q", bad, out)
 		}
 	}
-	for _, want := range []string{"\n/workspace\n", "env=unset", "procs=0", "CapEff:\t0000000000000000", "\nlo\n", "ro-root", "writable"} {
+	for _, want := range []string{"\n/workspace\n", "env=unset", "procs=0", "ipc=0 mq=\n", "CapEff:\t0000000000000000", "\nlo\n", "ro-root", "writable"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the second task's output lacks %q: %q", want, out)
 		}
@@ -258,18 +278,19 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 		t.Errorf("the second task has a network interface: %q", out)
 	}
 
-	// A change the reset does not undo: the member is removed, and the next task runs in
+	// A change the reset does not undo (the workspace's own mode: a reset empties it, and the
+	// fingerprint sees the difference): the member is removed, and the next task runs in
 	// another container, without the change.
-	if code, out, errOut := e.execBin(t, "", nil, "exec", "--ephemeral", "-c", "hostname; echo secret >/dev/carry && echo wrote"); code != 0 || !strings.Contains(out, host+"\nwrote") {
-		t.Fatalf("the third task: %d %q %q; want it in %s, writing /dev/carry", code, out, errOut, host)
+	if code, out, errOut := e.execBin(t, "", nil, "exec", "--ephemeral", "-c", "hostname; chmod 0751 /workspace && echo changed"); code != 0 || out != host+"\nchanged\n" {
+		t.Fatalf("the third task: %d %q %q; want it in %s, changing the workspace's mode", code, out, errOut, host)
 	}
-	waitFor(t, "the member changed in /dev to be removed", 2*time.Minute, func() bool {
+	waitFor(t, "the member whose workspace mode changed to be removed", 2*time.Minute, func() bool {
 		_, err := cli.ContainerInspect(ctx, host, client.ContainerInspectOptions{})
 		return err != nil
 	})
-	code, out, errOut = e.execBin(t, "", nil, "exec", "--ephemeral", "-c", "hostname; ls /dev/carry 2>&1 || echo no-carry")
-	if code != 0 || strings.HasPrefix(out, host) || !strings.Contains(out, "no-carry") {
-		t.Errorf("the fourth task: %d %q %q; want another container than %s, without /dev/carry", code, out, errOut, host)
+	code, out, errOut = e.execBin(t, "", nil, "exec", "--ephemeral", "-c", "hostname; stat -c %a /workspace")
+	if code != 0 || strings.HasPrefix(out, host) || !strings.HasSuffix(out, "\n755\n") {
+		t.Errorf("the fourth task: %d %q %q; want another container than %s, its workspace mode 755", code, out, errOut, host)
 	}
 	waitOwnedEphemeralsGone(t, cli, scope)
 }
@@ -334,4 +355,23 @@ func TestEphemeralConcurrentCLIRuns(t *testing.T) {
 		t.Errorf("owners after the tasks: %v; want the one from before (%v)", got, owners)
 	}
 	waitOwnedEphemeralsGone(t, cli, scope)
+}
+
+// buildIPCLeave builds testdata/ipcleave, static, for the sandboxes' architecture (this one's).
+func buildIPCLeave(t *testing.T) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go command to build the IPC attacker with: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "ipcleave")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/ipcleave")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/ipcleave: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
