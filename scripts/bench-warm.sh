@@ -63,7 +63,7 @@ for ((i = 0; i < N; i++)); do
 	once "$tmp/b" "$BIN" exec -- true
 	once "$tmp/c" docker exec "$ctr" true
 done
-stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.2f %.2f", a[int(NR*0.5+0.5)]/1000, a[int(NR*0.95+0.5)]/1000}'; }
+stats() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%.2f %.2f\n", a[int(NR*0.5+0.5)]/1000, a[int(NR*0.95+0.5)]/1000}'; }
 read -r h50 h95 < <(stats "$tmp/a")
 read -r x50 x95 < <(stats "$tmp/b")
 read -r d50 d95 < <(stats "$tmp/c")

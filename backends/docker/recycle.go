@@ -78,9 +78,9 @@ func (p *pool) probe(ctx context.Context, e *poolEntry) {
 	}
 }
 
-// take hands out a ready member as it is. When none is ready but some are being reset, it
-// waits for them (up to resetTimeout); when some are out with a task, up to takeWait; nil
-// when none comes.
+// take hands out a ready member as it is. When none is ready but some are being made or
+// reset, it waits for them (up to claimWait, resetTimeout); when some are out with a task, up
+// to takeWait; nil when none comes.
 func (p *pool) take(ctx context.Context) *poolEntry {
 	start := time.Now()
 	for {
@@ -116,6 +116,11 @@ func (p *pool) take(ctx context.Context) *poolEntry {
 		}
 		if p.recycling > 0 {
 			wait = max(wait, time.Until(start.Add(resetTimeout)))
+		}
+		if p.filling > 0 {
+			// As claim does: the member being made is on its way, and without this wait the
+			// session would claim it by name as a container of its own, removed after one task.
+			wait = max(wait, time.Until(start.Add(claimWait)))
 		}
 		ch := p.changed
 		p.mu.Unlock()
@@ -218,7 +223,13 @@ func (b *Backend) OpenEphemeral(ctx context.Context, name string) (sandbox.Sessi
 func (s *session) startMember(ctx context.Context) (st channel.Started, ok bool, err error) {
 	s.mu.Lock()
 	had := s.member != nil
+	made := !had && s.containerID != ""
 	s.mu.Unlock()
+	if made || len(s.b.ephemeralIDs(s.name)) > 0 {
+		// An earlier start made (or claimed) the session's container: that one is used, not
+		// a member besides it.
+		return st, false, nil
+	}
 	if had {
 		// A member has no name to find it again by, and an ephemeral sandbox is not made
 		// anew behind its task's back.
@@ -231,6 +242,11 @@ func (s *session) startMember(ctx context.Context) (st channel.Started, ok bool,
 	}
 	e := p.take(ctx)
 	if e == nil {
+		if err := ctx.Err(); err != nil {
+			// Cut short while waiting (the gate's short look at the shell state): no
+			// container is made for a caller that has gone.
+			return st, true, err
+		}
 		return st, false, nil
 	}
 	var n int64 // a new member's cgroup has killed nothing yet
@@ -271,10 +287,13 @@ func (s *session) dispose() {
 	e, p, given := s.member, s.pool, s.given
 	s.given = true
 	s.mu.Unlock()
-	switch {
-	case e != nil && !given:
+	if e != nil && !given {
 		p.giveBack(e)
-	case e == nil:
+	}
+	// A container made or claimed for the session is removed even when a member ran its
+	// task: an earlier start may have made one and failed after (the gate's look at the
+	// shell state, under its own short deadline, starts the session too).
+	if e == nil || len(s.b.ephemeralIDs(s.name)) > 0 {
 		s.b.removeLater(s.name)
 	}
 	s.b.forget(s.name)

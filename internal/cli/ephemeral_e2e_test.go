@@ -96,19 +96,26 @@ func scopeObjects(t *testing.T, cli *client.Client, scope string) (ctrs, vols []
 
 // waitOwnedEphemeralsGone waits until the scope has no container but unclaimed pool members
 // (a claimed one is renamed to its session's name) and no volume but theirs.
-func waitOwnedEphemeralsGone(t *testing.T, cli *client.Client, scope string) {
+func waitOwnedEphemeralsGone(t *testing.T, e *env, cli *client.Client, scope string) {
 	t.Helper()
-	var left []string
-	waitFor(t, "the ephemeral sandboxes to be removed", 2*time.Minute, func() bool {
-		left = left[:0]
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var left []string
 		ctrs, vols := scopeObjects(t, cli, scope)
 		for _, n := range append(ctrs, vols...) {
 			if !strings.HasPrefix(n, "hermes-pool-") {
 				left = append(left, n)
 			}
 		}
-		return len(left) == 0
-	})
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.logOwners(t)
+			t.Fatalf("ephemeral sandboxes left 2 minutes after their runs: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // warmPoolOwner runs two ephemeral execs, which start the environment's owner (an owner
@@ -292,7 +299,7 @@ func TestEphemeralPoolMemberCarriesNothing(t *testing.T) {
 	if code != 0 || strings.HasPrefix(out, host) || !strings.HasSuffix(out, "\n755\n") {
 		t.Errorf("the fourth task: %d %q %q; want another container than %s, its workspace mode 755", code, out, errOut, host)
 	}
-	waitOwnedEphemeralsGone(t, cli, scope)
+	waitOwnedEphemeralsGone(t, e, cli, scope)
 }
 
 // TestEphemeralConcurrentCLIRuns: 50 `exec --ephemeral` processes at once share one owner's
@@ -354,7 +361,7 @@ func TestEphemeralConcurrentCLIRuns(t *testing.T) {
 	if got := e.ownerPids(t); len(got) != 1 || got[0] != owners[0] {
 		t.Errorf("owners after the tasks: %v; want the one from before (%v)", got, owners)
 	}
-	waitOwnedEphemeralsGone(t, cli, scope)
+	waitOwnedEphemeralsGone(t, e, cli, scope)
 }
 
 // buildIPCLeave builds testdata/ipcleave, static, for the sandboxes' architecture (this one's).
