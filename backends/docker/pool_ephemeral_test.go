@@ -36,8 +36,9 @@ func waitOnlyPool(t *testing.T, b *Backend) {
 }
 
 // TestPoolEphemeralSessionsLeaveNothing: more ephemeral sessions at once than the pool holds
-// take every path (a member taken as it is, a member claimed by rename, a container made for
-// the session), and closing them leaves no container but the pool's; Close leaves none.
+// (each gets a member as it is, one coming back from a reset, or a container of its own,
+// whichever comes first), and closing them leaves no container but the pool's; Close leaves
+// none.
 func TestPoolEphemeralSessionsLeaveNothing(t *testing.T) {
 	b := newBackend(t, func(c *config.Config) { c.Docker.PoolSize = 1 })
 	if err := b.Prewarm(ctxT(t, 2*time.Minute)); err != nil {
