@@ -563,6 +563,11 @@ func (b *Backend) spec(name, role, session string, ids userIDs) (containerSpec, 
 			hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "nproc", Soft: cfg.PidsLimit, Hard: cfg.PidsLimit})
 		}
 	}
+	if role == rolePool && b.recycles() {
+		// PID 1 is then the idle helper, which refuses tracing; docker-init would not, and a
+		// task could plant code in it that outlives the reset (recycle.go).
+		hc.Init = ptr(false)
+	}
 	spec := containerSpec{config: c, host: hc}
 	if !b.workspaceMounted(vols) {
 		spec.workspace = name + "-ws"

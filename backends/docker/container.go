@@ -80,7 +80,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 	if p := b.getPool(); p != nil {
 		if e := p.claim(ctx, name); e != nil {
 			b.records.Save(session, sandbox.IDRecord{ID: e.id})
-			return target{id: e.id, client: e.client, recreated: hadRecord || known != "", fresh: true}, nil
+			return target{id: e.id, client: e.client, recreated: hadRecord || known != "", fresh: !e.reused}, nil
 		}
 	}
 	waitFrom := time.Now()
@@ -146,7 +146,7 @@ func (b *Backend) ensure(ctx context.Context, session, known string) (target, er
 		if p := b.getPool(); p != nil {
 			if e := p.claim(ctx, name); e != nil {
 				b.records.Save(session, sandbox.IDRecord{ID: e.id})
-				return target{id: e.id, client: e.client, recreated: lost, fresh: true}, nil
+				return target{id: e.id, client: e.client, recreated: lost, fresh: !e.reused}, nil
 			}
 		}
 		id, err := b.create(ctx, name, roleSession, session)

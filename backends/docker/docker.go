@@ -92,6 +92,13 @@ type Backend struct {
 
 	egressObs egress.Observer // receives the egress proxy's decisions (audit)
 
+	bg sync.WaitGroup // ephemeral sandboxes being removed (removeLater); Close waits for them
+
+	// ephemerals are the containers ephemeral sessions made or claimed and that are not yet
+	// known to be removed (id → session): whatever path a session took, Close removes what
+	// is left here (recycle.go).
+	ephemerals map[string]string // guarded by mu
+
 	mu     sync.Mutex
 	closed bool // guarded by mu
 }
@@ -174,10 +181,12 @@ func (b *Backend) Close() error {
 	b.closed = true
 	p := b.pool
 	b.mu.Unlock()
+	b.bg.Wait()
 	var err error
 	if p != nil {
 		err = p.close()
 	}
+	b.removeEphemerals()
 	return errors.Join(err, b.cli.Close())
 }
 
@@ -202,6 +211,11 @@ func (b *Backend) WorkDir() string { return workdir(b.cfg) }
 // Open returns the named session. Nothing is created until its first command: then the
 // session's container is found again, claimed from the warm pool or created.
 func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	return b.open(name, false)
+}
+
+// open opens the named session; an ephemeral one is disposed of when it closes (recycle.go).
+func (b *Backend) open(name string, ephemeral bool) (sandbox.Session, error) {
 	if err := sandbox.CheckOpen(Name, name, b.isClosed(), b.validate); err != nil {
 		return nil, err
 	}
@@ -210,10 +224,10 @@ func (b *Backend) Open(ctx context.Context, name string) (sandbox.Session, error
 		return nil, &sandbox.Error{Backend: Name, Op: "open", ID: name, Err: err}
 	}
 	b.startPool()
-	s := &session{b: b, name: name}
+	s := &session{b: b, name: name, ephemeral: ephemeral}
 	s.Session = channel.New(channel.Options{Backend: Name, Name: name, Start: s.start,
-		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { s.stopEgress(); return nil },
-		Passthrough: pass})
+		SpillDir: b.spillDir, Logger: b.opts.Logger, OnClose: func() error { s.stopEgress(); s.dispose(); return nil },
+		Detach: s.detach, Passthrough: pass})
 	return s, nil
 }
 

@@ -28,13 +28,18 @@ type session struct {
 	*channel.Session
 	b    *Backend
 	name string
+	// ephemeral: the session's sandbox is its own, disposed of when it closes (recycle.go)
+	ephemeral bool
 
 	mu          sync.Mutex
-	containerID string   // guarded by mu; the container this process last used for the session
-	oomCount    int64    // guarded by mu; the cgroup's OOM kill count when last looked at
-	lastCwd     string   // guarded by mu; the working directory last written to the session's record
-	relay       *relay   // guarded by mu; the egress relay and proxy (docker.network allowlist)
-	stale       []string // guarded by mu; current settings the session's container does not use
+	containerID string     // guarded by mu; the container this process last used for the session
+	oomCount    int64      // guarded by mu; the cgroup's OOM kill count when last looked at
+	lastCwd     string     // guarded by mu; the working directory last written to the session's record
+	relay       *relay     // guarded by mu; the egress relay and proxy (docker.network allowlist)
+	stale       []string   // guarded by mu; current settings the session's container does not use
+	member      *poolEntry // guarded by mu; the pool member an ephemeral session took as it is
+	pool        *pool      // guarded by mu; the pool member came from
+	given       bool       // guarded by mu; the member (or the sandbox) was handed back
 }
 
 // start is the channel's Starter: it makes sure the session's container runs and attaches
@@ -47,6 +52,11 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	if err := b.prepare(ctx); err != nil {
 		return channel.Started{}, err
 	}
+	if s.ephemeral {
+		if st, ok, err := s.startMember(ctx); ok {
+			return st, err
+		}
+	}
 	s.mu.Lock()
 	known := s.containerID
 	s.mu.Unlock()
@@ -57,6 +67,9 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 	for attempt := 0; ; attempt++ {
 		if t, err = b.ensure(ctx, s.name, known); err != nil {
 			return channel.Started{}, err
+		}
+		if s.ephemeral {
+			b.noteEphemeral(t.id, s.name)
 		}
 		recreated = recreated || t.recreated
 		if client = t.client; client != nil {
@@ -98,7 +111,9 @@ func (s *session) start(ctx context.Context) (channel.Started, error) {
 // Exec runs cmd in the session's container. A command killed by the kernel for lack of
 // memory gets a message saying so on its stderr.
 func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Result, error) {
-	s.b.records.Touch(s.name) // gc reads the last use
+	if !s.ephemeral {
+		s.b.records.Touch(s.name) // gc reads the last use; an ephemeral session has no record
+	}
 	res, err := s.Session.Exec(ctx, cmd)
 	if res != nil {
 		if msg := s.staleNote(); msg != "" {
@@ -131,6 +146,9 @@ func (s *session) Exec(ctx context.Context, cmd sandbox.Command) (*sandbox.Resul
 // noteCwd keeps the session's working directory beside its record on the host, so
 // `sessions list` shows it without entering the container. It writes only on a change.
 func (s *session) noteCwd(cwd string) {
+	if s.ephemeral {
+		return // nobody lists it
+	}
 	s.mu.Lock()
 	changed := cwd != s.lastCwd
 	s.lastCwd = cwd

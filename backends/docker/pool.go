@@ -38,11 +38,22 @@ type pool struct {
 	failures int   // guarded by mu
 	lastErr  error // guarded by mu; why the last container could not be made; nil after a success
 	filling  int   // guarded by mu; containers being made now
+
+	// Members lent to ephemeral sessions come back after a reset (recycle.go): the filler
+	// does not replace them, and a take waits for one coming back rather than make one.
+	loaned    int            // guarded by mu; out with an ephemeral session
+	recycling int            // guarded by mu; being reset
+	resets    sync.WaitGroup // the resets under way; close waits for them
 }
 
 type poolEntry struct {
 	id, name string
 	client   *agent.Client
+	// fresh is the container's fingerprint when new (agent.ResetReply), and recyclable says
+	// its probe found it can be made so again; a member that is not goes after one task.
+	fresh      []string
+	recyclable bool
+	reused     bool // it ran a task before: its cgroup's counters are not zero
 }
 
 func (b *Backend) getPool() *pool {
@@ -122,7 +133,7 @@ func (p *pool) run(ctx context.Context) {
 		var retry <-chan time.Time
 		for ctx.Err() == nil {
 			p.mu.Lock()
-			need := p.size - len(p.ready)
+			need := p.size - len(p.ready) - p.loaned - p.recycling
 			if need > 0 {
 				p.filling++
 			}
@@ -205,6 +216,7 @@ func (p *pool) fill(ctx context.Context) (*poolEntry, error) {
 		return nil, err
 	}
 	e := &poolEntry{id: id, name: name, client: client}
+	p.probe(cctx, e)
 	if ctx.Err() != nil {
 		p.remove(cctx, e)
 		return nil, ctx.Err()
@@ -321,7 +333,10 @@ func (p *pool) close() error {
 	p.cancel()
 	<-p.done
 	p.mu.Lock()
-	p.closed = true
+	p.closed = true // from here on a member given back is removed, not reset
+	p.mu.Unlock()
+	p.resets.Wait()
+	p.mu.Lock()
 	left := append(p.ready, p.trash...)
 	p.ready, p.trash = nil, nil
 	p.mu.Unlock()

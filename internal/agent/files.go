@@ -45,6 +45,8 @@ func (s *Server) call(id uint32, req CallRequest) {
 		s.goTracked(func() { s.resolvePath(id, req) })
 	case opJobStart, opJobList, opJobPoll, opJobWait, opJobKill:
 		s.goTracked(func() { s.jobCall(id, req) })
+	case opReset:
+		s.goTracked(func() { s.resetCall(id, req) })
 	default:
 		s.sendErr(id, KindUnsupported, "unknown operation "+req.Op)
 	}

@@ -82,6 +82,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // an init would: a command's background children that outlive it would otherwise stay
 // zombies and fill the pids limit.
 func idle() int {
+	// Commands run as this process's user: they must not be able to trace it or write its
+	// memory (a warm pool reuses the container after a reset, which keeps PID 1).
+	_ = RefuseTracing()
 	sig := make(chan os.Signal, 8)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	if os.Getpid() == 1 {

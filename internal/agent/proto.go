@@ -265,6 +265,8 @@ type CallRequest struct {
 	WaitMS int64 `json:"wait_ms,omitempty"`
 	// Env is for seed_env: variables passed through from the caller's host.
 	Env map[string]Bytes `json:"env,omitempty"`
+	// Reset is for reset (see ResetRequest).
+	Reset *ResetRequest `json:"reset,omitempty"`
 }
 
 // Call operations.
@@ -286,6 +288,8 @@ const (
 	// as the file calls apply them, symbolic links followed (helpers before it answer
 	// KindUnsupported, as for any unknown operation).
 	opResolvePath = "resolve_path"
+	// opReset makes a warm pool's container as it was when fresh (see ResetRequest).
+	opReset = "reset"
 )
 
 // Bytes is a string that crosses the wire unchanged even when it is not valid UTF-8 (JSON

@@ -58,6 +58,7 @@ type Server struct {
 	writes map[uint32]*pendingWrite // guarded by mu
 	wg     sync.WaitGroup
 	guard  guard // Options.Guard
+	resets resetState
 }
 
 // NewServer prepares a helper; it loads saved state but starts nothing.

@@ -42,6 +42,10 @@ type Options struct {
 	MapError func(op string, err error) error
 	// OnClose runs when the session is closed (optional).
 	OnClose func() error
+	// Detach, if set, is offered the live helper client when the session closes: when it
+	// returns true the backend has taken the client back (a warm pool's container reused
+	// after a reset) and the session does not close it.
+	Detach func(*agent.Client) bool
 	// Passthrough is the caller's current values of terminal.env_passthrough (NAME to VALUE).
 	// Every command, job and terminal gets them as per-command variables, so a value the
 	// caller rotated reaches the next call even though the session's saved environment still
@@ -255,7 +259,7 @@ func (s *Session) Close() error {
 		<-starting
 	}
 	var err error
-	if c != nil {
+	if c != nil && (s.opts.Detach == nil || !s.opts.Detach(c)) {
 		err = c.Close()
 	}
 	if s.opts.OnClose != nil {

@@ -58,6 +58,9 @@ type app struct {
 	pool *sessionPool
 	// declined is why a session owner gives a call back to its client to run itself.
 	declined string
+	// disposes: the ephemeral session opened for this run disposes of its sandbox when it
+	// closes (sandbox.EphemeralOpener); the run removes nothing itself.
+	disposes bool
 }
 
 // exitError carries a process exit code without printing anything more.

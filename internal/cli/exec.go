@@ -193,7 +193,7 @@ func (a *app) runExec(ctx context.Context, cmd *cobra.Command, f execFlags, args
 	if err != nil {
 		return err
 	}
-	if ephemeral {
+	if ephemeral && !a.disposes {
 		// The sandbox goes when the command ends, whatever happened (also on Ctrl-C or when
 		// the owner's client goes).
 		m, ok := b.(sandbox.SessionManager)

@@ -110,7 +110,7 @@ func (p *sessionPool) entry(ctx context.Context, a *app, cfg *config.Config) (*p
 		_, err := a.openBackend(ctx, cfg) // its error names what is built in
 		return nil, err
 	}
-	opts := cfg.BackendOptions(sandbox.FactoryOptions{Progress: progress, Environ: a.environ, StateDir: cfg.StateDir()})
+	opts := cfg.BackendOptions(sandbox.FactoryOptions{Progress: progress, Environ: a.environ, StateDir: cfg.StateDir(), Logger: p.logger})
 	b, err := a.registry.New(name, cfg, opts)
 	if err != nil {
 		return nil, err
@@ -336,9 +336,19 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 		release()
 		return ctx, nil, nil, nil, err
 	}
-	if !ephemeral {
-		opts.Sessions = e // an ephemeral session is opened for this call and closed by it
+	switch eo, ok := e.backend.(sandbox.EphemeralOpener); {
+	case !ephemeral:
+		opts.Sessions = e
+	case ok:
+		// A sandbox of its own (a warm pool's member), which the backend disposes of when
+		// the session closes: reset and kept for the next run, or removed.
+		opts.Sessions = ephemeralSource{eo}
+		a.disposes = true
+		// Its approvals and call count live as long as it does: nothing to keep in files
+		// (which its removal would otherwise have to delete).
+		opts.Store = nil
 	}
+	// Otherwise an ephemeral session is opened for this call, closed by it and removed.
 	b := gate.Wrap(e.backend, opts)
 	ctx, sess, done, err := a.openApproved(ctx, b, name, release)
 	if err != nil {
@@ -346,6 +356,16 @@ func (a *app) openPooledSession(ctx context.Context, cfg *config.Config, name st
 	}
 	return ctx, b, sess, done, nil
 }
+
+// ephemeralSource opens ephemeral sessions for the gate (gate.SessionSource); closing one
+// disposes of its sandbox.
+type ephemeralSource struct{ eo sandbox.EphemeralOpener }
+
+func (s ephemeralSource) Open(ctx context.Context, name string) (sandbox.Session, error) {
+	return s.eo.OpenEphemeral(ctx, name)
+}
+
+func (s ephemeralSource) Release(sess sandbox.Session) { sess.Close() }
 
 // swapWriter writes to the stderr of the call that uses a warm backend now (its progress
 // messages), or nowhere between calls.
