@@ -65,9 +65,22 @@ type engineInfo struct {
 //     sandbox lives on); as under Linux, it does not bind root (docker.user 0);
 //   - the host's pids cgroup still bounds gVisor's threads, at gvisorTasksPerProcess per
 //     allowed process plus gvisorBaseTasks, out of the sandbox's reach in normal use.
+//
+// No host bound holds a sustained fork bomb on the ptrace platform, though. Each stub process
+// gets a thread for every thread of gVisor's that ever ran it, and in a storm of processes
+// gVisor's threads multiply (476 of them, and stubs of up to 239 threads, 20 s into a bomb
+// under nproc 256 here): the host's task count grew by about 400 a second, past 4,352 within
+// 5 s in 2 of 9 runs and past 8,448 within 20 s, with no sign of levelling off. Lifting the
+// host bound would let one sandbox take all the host's pids (pid_max is 32,768 on the test
+// machine), so it stays: the host is protected, and a bomb that outlasts it ends in gVisor's
+// kernel stopping (the container exits with gvisorPanicExit; the session's next command
+// restarts it, its workspace kept) with an error that says why (explainLost). The KVM
+// platform has no stubs but did not start here (nested virtualisation); gVisor's newer
+// systrap platform is not in Debian 12's runsc.
 const (
 	gvisorTasksPerProcess = 16
 	gvisorBaseTasks       = 256
+	gvisorPanicExit       = 2 // runsc's exit status when gVisor's kernel stops
 )
 
 // gvisorHostPids is the host's pids.max for a gVisor sandbox allowed n processes.
