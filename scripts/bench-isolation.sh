@@ -12,6 +12,7 @@ rounds=${1:-2} warm=${2:-50} cold=${3:-5}
 bin=$(mktemp -d)/docker.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go test -c -o "$bin" ./backends/docker/
+export HERMES_SANDBOX_TEST_FULL=1 # the docker benchmarks run only when told
 cd backends/docker # the test binary builds the helper from the module
 one() { # engine env...
   local name=$1
