@@ -49,8 +49,11 @@ func (b *Backend) prepare(ctx context.Context) error {
 	if err != nil {
 		return &sandbox.Error{Backend: Name, Op: "find helper", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
 	}
+	b.eng = eng // doctor describes the engine even when it is refused below
+	if err := b.limitsUnenforced(eng); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
+	}
 	b.agent = bin
-	b.eng = eng
 	if eng.podman {
 		b.log.Debug("engine is Podman", "product", eng.product, "init", eng.initNote)
 	}

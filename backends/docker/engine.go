@@ -23,7 +23,11 @@ package docker
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -51,6 +55,10 @@ type engineInfo struct {
 	// gvisor is whether docker.runtime is gVisor's runsc (the engine's runtime of that name
 	// runs a binary called runsc).
 	gvisor bool
+	// rootless is a local Podman service run by an unprivileged user; noLimits says it
+	// cannot bound memory, CPU or processes: rootless Podman on cgroup v1 has no cgroup of
+	// its own to set them in, and drops them without an error (podmanHost).
+	rootless, noLimits bool
 }
 
 // gVisor's process limit. Under runsc the host kernel does not see the sandbox's processes:
@@ -126,11 +134,75 @@ func detectEngine(ctx context.Context, cli *client.Client, local bool, runtimeNa
 		return e, nil
 	}
 	e.ulimits = podmanUlimits()
+	if h, err := podmanHost(ctx, cli); err == nil {
+		e.rootless = h.Security.Rootless
+		e.noLimits = e.rootless && h.CgroupVersion == "v1"
+	}
 	if p := podmanInitPath(getenv); p != "" {
 		e.init = true
 		e.initNote = "catatonit (Podman's init, " + p + ")"
 	}
 	return e, nil
+}
+
+// podmanHostInfo is the part of Podman's own GET /libpod/info that the backend reads. Its
+// Docker-compatible /info says neither whether the service is rootless nor that limits are
+// ignored (it answers MemoryLimit true either way).
+type podmanHostInfo struct {
+	Security struct {
+		Rootless bool `json:"rootless"`
+	} `json:"security"`
+	CgroupVersion string `json:"cgroupVersion"` // "v1", "v2"
+}
+
+// podmanHost asks a Podman service about its host, through the engine client's own dialer.
+func podmanHost(ctx context.Context, cli *client.Client) (podmanHostInfo, error) {
+	dial := cli.Dialer()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podman/v4.0.0/libpod/info", nil)
+	if err != nil {
+		return podmanHostInfo{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return podmanHostInfo{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return podmanHostInfo{}, fmt.Errorf("GET /libpod/info: %s", resp.Status)
+	}
+	var info struct {
+		Host podmanHostInfo `json:"host"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
+		return podmanHostInfo{}, fmt.Errorf("GET /libpod/info: %w", err)
+	}
+	return info.Host, nil
+}
+
+// limitsUnenforced says why docker.memory_limit, docker.cpu_quota and docker.pids_limit cannot be
+// enforced on this engine, or nil when they can (or are all 0).
+func (b *Backend) limitsUnenforced(e engineInfo) error {
+	if !e.noLimits {
+		return nil
+	}
+	var set []string
+	if b.cfg.MemoryLimit.Bytes() > 0 {
+		set = append(set, fmt.Sprintf("docker.memory_limit %s", b.cfg.MemoryLimit))
+	}
+	if b.cfg.CPUQuota > 0 {
+		set = append(set, fmt.Sprintf("docker.cpu_quota %g", b.cfg.CPUQuota))
+	}
+	if b.cfg.PidsLimit > 0 {
+		set = append(set, fmt.Sprintf("docker.pids_limit %d", b.cfg.PidsLimit))
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s cannot be enforced: rootless Podman on cgroup v1 sets no resource limits (it drops them silently); "+
+		"run Podman rootful, or boot the host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate the memory, cpu and pids "+
+		"controllers to the user (systemd's user@.service Delegate=), or set each of them to 0 to run without limits", strings.Join(set, ", "))
 }
 
 // podmanInitPath returns the catatonit Podman would run for Init: true (containers.conf's
@@ -204,5 +276,13 @@ func (b *Backend) Describe() string {
 		}
 		rt += ")"
 	}
-	return fmt.Sprintf("engine %s (%s): %s; init: %s; runtime: %s", b.host, b.source, e.product, e.initNote, rt)
+	product := e.product
+	if e.rootless {
+		product += " (rootless"
+		if e.noLimits {
+			product += "; cgroup v1: no memory, CPU or process limits"
+		}
+		product += ")"
+	}
+	return fmt.Sprintf("engine %s (%s): %s; init: %s; runtime: %s", b.host, b.source, product, e.initNote, rt)
 }
