@@ -11,6 +11,8 @@ package docker
 //     PID 1 itself: it reaps orphaned processes and ends on the stop signal (agent idle).
 //   - tmpfs options: Podman refuses uid= and gid= on /tmp's tmpfs; its option U does that.
 //   - open files and processes: Podman asks for more than some hosts allow (engineInfo.ulimits).
+//   - rootless Podman on cgroup v1 sets no memory, CPU or pids limits and says nothing; the
+//     backend asks Podman's own /libpod/info and refuses such limits there (limitsUnenforced).
 //
 // And the runtime behind docker.runtime: gVisor's runsc (found by the runtime's path) counts
 // processes differently (gvisorHostPids).
