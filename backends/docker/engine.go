@@ -17,10 +17,12 @@ package docker
 // And the runtime behind docker.runtime: gVisor's runsc (found by the runtime's path) counts
 // processes differently (gvisorHostPids).
 //
-//   - everything else the backend uses (labels and label filters, volumes with labels, tmpfs
-//     options, network mode none, hijacked exec attach, archive upload into a created
-//     container, image import) Podman 4.3 serves as Docker does; the conformance and hardening
-//     tests run against it (HERMES_SANDBOX_TEST_PODMAN_SOCKET).
+//   - volume labels: Podman 4.3 drops those of a volume that a container's mount creates, so
+//     the backend makes the workspace volume first (podmanVolume).
+//   - everything else the backend uses (labels and label filters, tmpfs options, network mode
+//     none, hijacked exec attach, archive upload into a created container, image import)
+//     Podman 4.3 serves as Docker does; the conformance and hardening tests run against it
+//     (HERMES_SANDBOX_TEST_PODMAN_SOCKET, HERMES_SANDBOX_TEST_PODMAN_ROOTLESS_SOCKET).
 
 import (
 	"bufio"
@@ -35,7 +37,9 @@ import (
 	"runtime"
 	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -205,6 +209,32 @@ func (b *Backend) limitsUnenforced(e engineInfo) error {
 	return fmt.Errorf("%s cannot be enforced: rootless Podman on cgroup v1 sets no resource limits (it drops them silently); "+
 		"run Podman rootful, or boot the host with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate the memory, cpu and pids "+
 		"controllers to the user (systemd's user@.service Delegate=), or set each of them to 0 to run without limits", strings.Join(set, ", "))
+}
+
+// podmanVolume makes the workspace volume of spec before its container, with its labels and
+// driver options. Podman 4.3 drops the labels of a volume that a container's mount creates
+// (Docker keeps them), and without them gc and the session's clean-up, which find volumes by
+// label, never see it. A volume that exists already is left as it is.
+func (b *Backend) podmanVolume(ctx context.Context, spec containerSpec) error {
+	for _, m := range spec.host.Mounts {
+		if m.Type != mount.TypeVolume || m.Source != spec.workspace || m.VolumeOptions == nil {
+			continue
+		}
+		if _, err := b.cli.VolumeInspect(ctx, m.Source, client.VolumeInspectOptions{}); err == nil {
+			return nil
+		} else if !cerrdefs.IsNotFound(err) {
+			return b.engineErr("inspect volume", m.Source, err)
+		}
+		opts := client.VolumeCreateOptions{Name: m.Source, Labels: m.VolumeOptions.Labels}
+		if d := m.VolumeOptions.DriverConfig; d != nil {
+			opts.Driver, opts.DriverOpts = d.Name, d.Options
+		}
+		if _, err := b.cli.VolumeCreate(ctx, opts); err != nil {
+			return b.engineErr("create volume", m.Source, err)
+		}
+		return nil
+	}
+	return nil
 }
 
 // podmanInitPath returns the catatonit Podman would run for Init: true (containers.conf's

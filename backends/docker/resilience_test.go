@@ -597,3 +597,19 @@ func TestForkBombOutlastsGVisorBound(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestWorkspaceVolumeLabelled: a session's workspace volume carries the scope's labels on
+// every engine (Podman 4.3 drops them from a volume a container's mount creates, podmanVolume),
+// so gc and clean-up find it.
+func TestWorkspaceVolumeLabelled(t *testing.T) {
+	for _, limit := range []config.Size{0, 10 * config.Gibibyte} {
+		if limit > 0 && testRootless {
+			continue // a rootless engine cannot see the bounded workspaces
+		}
+		b := newBackend(t, func(c *config.Config) { c.Docker.DiskLimit = limit })
+		run(t, open(t, b, "labelled"), "true")
+		if _, vols := scopeObjects(t, b); vols != 1 {
+			t.Errorf("docker.disk_limit %s: %d workspace volumes carry the scope's label; want 1", limit, vols)
+		}
+	}
+}
