@@ -4,8 +4,9 @@
 # unprivileged user for the local backend's probe suite, etcd-server and a
 # kube-apiserver built by scripts/kube-apiserver.sh (the kubernetes backend's test cluster,
 # internal/testenv/kubeapi), runsc (gVisor, registered with the running Docker engine) and
-# podman (its Docker-compatible service on a socket of its own), for the docker backend's
-# runs under other runtimes and engines. Tests that still miss something skip with the
+# podman (its Docker-compatible service on a socket of its own, and a rootless one of the
+# unprivileged user hermes-rootless), for the docker backend's runs under other runtimes and
+# engines. Tests that still miss something skip with the
 # reason, unless HERMES_SANDBOX_TEST_REQUIRE names it.
 set -euo pipefail
 need=()
@@ -15,6 +16,7 @@ need=()
 command -v python3 >/dev/null || need+=(python3) # the local backend's probe suite
 [ -x /usr/bin/runsc ] || need+=(runsc)
 [ -x /usr/bin/podman ] || need+=(podman)
+[ -x /usr/bin/newuidmap ] || need+=(uidmap) # rootless Podman's user namespace
 command -v curl >/dev/null || need+=(curl) # to ask the podman service whether it answers
 kube_apiserver=${HERMES_KUBE_APISERVER:-${HERMES_KUBE_CACHE:-/var/cache/hermes-sandbox}/kube-apiserver-v1.37.2}
 if [ "$(id -u)" != 0 ]; then
@@ -71,4 +73,25 @@ if command -v podman >/dev/null && ! podman_up; then
   nohup podman system service --time=0 "unix://$podman_sock" >/var/log/hermes-podman.log 2>&1 &
   for _ in $(seq 1 40); do podman_up && break; sleep 0.25; done
   podman_up || echo "test-deps: podman system service did not answer on $podman_sock (see /var/log/hermes-podman.log)" >&2
+fi
+# Rootless Podman: the same service run by an unprivileged user (the tests'
+# HERMES_SANDBOX_TEST_PODMAN_ROOTLESS_SOCKET), in its own runtime directory; useradd gives the
+# user its subordinate ids (/etc/subuid, /etc/subgid) and uidmap maps them. Its containers
+# have network mode none, so slirp4netns is not needed.
+rl_user=hermes-rootless
+if command -v podman >/dev/null && [ -x /usr/bin/newuidmap ]; then
+  id -u "$rl_user" >/dev/null 2>&1 || useradd --create-home --shell /usr/sbin/nologin "$rl_user"
+  rl_uid=$(id -u "$rl_user")
+  rl_run=/run/user/$rl_uid
+  rl_sock=$rl_run/podman/podman.sock
+  rl_up() { curl -sf --unix-socket "$rl_sock" http://d/_ping >/dev/null 2>&1; }
+  if ! rl_up; then
+    install -d -o "$rl_user" -g "$rl_user" -m 700 "$rl_run"
+    install -d -o "$rl_user" -g "$rl_user" -m 755 "$rl_run/podman"
+    rm -f "$rl_sock"
+    (cd / && nohup runuser -u "$rl_user" -- env HOME="$(getent passwd "$rl_user" | cut -d: -f6)" XDG_RUNTIME_DIR="$rl_run" \
+      podman system service --time=0 "unix://$rl_sock" >/var/log/hermes-podman-rootless.log 2>&1 &)
+    for _ in $(seq 1 40); do rl_up && break; sleep 0.25; done
+    rl_up || echo "test-deps: rootless podman system service did not answer on $rl_sock (see /var/log/hermes-podman-rootless.log)" >&2
+  fi
 fi

@@ -49,8 +49,11 @@ func (b *Backend) prepare(ctx context.Context) error {
 	if err != nil {
 		return &sandbox.Error{Backend: Name, Op: "find helper", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
 	}
+	b.eng = eng // doctor describes the engine even when it is refused below
+	if err := b.limitsUnenforced(eng); err != nil {
+		return &sandbox.Error{Backend: Name, Op: "check", Err: fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)}
+	}
 	b.agent = bin
-	b.eng = eng
 	if eng.podman {
 		b.log.Debug("engine is Podman", "product", eng.product, "init", eng.initNote)
 	}
@@ -230,10 +233,20 @@ func (b *Backend) createFrom(ctx context.Context, name, role, session, image, sn
 			}
 		}
 	}
+	if spec.workspace != "" && b.eng.podman {
+		if err := b.podmanVolume(ctx, spec); err != nil {
+			return "", err
+		}
+	}
 	t0 := time.Now()
 	resp, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: spec.config, HostConfig: spec.host, Name: name})
 	if err != nil && drv != nil && !cerrdefs.IsConflict(err) {
 		b.dropUnusedDisk(spec.workspace) // made for this container, which the engine refused
+	}
+	if err != nil && spec.workspace != "" && b.eng.podman && !cerrdefs.IsConflict(err) {
+		if _, ierr := b.inspect(ctx, name); ierr != nil { // not another process's container
+			b.cli.VolumeRemove(ctx, spec.workspace, client.VolumeRemoveOptions{}) // podmanVolume's
+		}
 	}
 	if err != nil {
 		if b.eng.podman && !cerrdefs.IsConflict(err) {

@@ -136,3 +136,42 @@ func TestPodmanInitPath(t *testing.T) {
 		t.Errorf("podmanInitPath() = %q; want the configured %q", got, initBin)
 	}
 }
+
+// TestPodmanRootless runs against an unprivileged user's Podman service
+// (HERMES_SANDBOX_TEST_PODMAN_ROOTLESS_SOCKET): the backend sees it is rootless, and where that
+// Podman cannot bound memory, CPU or processes (cgroup v1) it refuses the default limits with
+// the reason instead of running without them, and runs hardened otherwise.
+func TestPodmanRootless(t *testing.T) {
+	if !testRootless {
+		t.Skip("needs HERMES_SANDBOX_TEST_PODMAN_ROOTLESS_SOCKET (an unprivileged user's podman system service)")
+	}
+	def := config.NewConfig().Docker
+	b := newBackend(t, func(c *config.Config) {
+		c.Docker.MemoryLimit, c.Docker.CPUQuota, c.Docker.PidsLimit = def.MemoryLimit, def.CPUQuota, def.PidsLimit
+	})
+	if err := b.Check(ctxT(t, time.Minute)); err != nil && !strings.Contains(err.Error(), "rootless Podman on cgroup v1") {
+		t.Fatalf("Check() = %v", err)
+	}
+	e := b.engine()
+	if !e.podman || !e.rootless || !strings.Contains(b.Describe(), "(rootless") {
+		t.Fatalf("engine = %+v, Describe() = %q; want rootless Podman", e, b.Describe())
+	}
+	sess := open(t, b, "rootless")
+	res, err := sess.Exec(ctxT(t, time.Minute), sandbox.Command{Script: "true"})
+	if e.noLimits {
+		for _, want := range []string{"docker.memory_limit", "docker.cpu_quota", "docker.pids_limit", "cannot be enforced: rootless Podman on cgroup v1"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Exec with limits on rootless cgroup v1 = %+v, %v; want a refusal naming %q", res, err, want)
+			}
+		}
+		b = newBackend(t, func(c *config.Config) { c.Docker.MemoryLimit, c.Docker.CPUQuota, c.Docker.PidsLimit = 0, 0, 0 })
+		sess = open(t, b, "rootless-nolimits")
+	} else if err != nil {
+		t.Fatalf("Exec(true) = %v", err)
+	}
+	// Hardened all the same: not root, no capabilities, a read-only root, no network.
+	r := run(t, sess, `id -u; grep CapEff /proc/self/status; touch /x 2>/dev/null && echo root-writable; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '`)
+	if r.ExitCode != 0 || r.Stdout != "1000\nCapEff:\t0000000000000000\nlo\n" {
+		t.Errorf("rootless sandbox = exit %d %q (stderr %q); want uid 1000, no capabilities, read-only root, only lo", r.ExitCode, r.Stdout, r.Stderr)
+	}
+}

@@ -219,6 +219,9 @@ func (s *session) explainLost(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (and the engine does not answer: %v)", err, s.b.engineErr("inspect", shortID(id), ierr))
 	case !info.State.Running && info.State.OOMKilled:
 		return fmt.Errorf("%w: the session's container ran out of memory (docker.memory_limit %s) and stopped; the next command restarts it", err, s.b.cfg.MemoryLimit)
+	case !info.State.Running && info.State.ExitCode == gvisorPanicExit && s.b.engine().gvisor && s.b.cfg.PidsLimit > 0:
+		return fmt.Errorf("%w: the session's container stopped (exit code %d): gVisor's kernel stopped, as it does when the sandbox's processes need more host tasks than its host pids.max (%d, from docker.pids_limit %d) allows, which a fork bomb or a long storm of processes reaches on gVisor's ptrace platform; the next command restarts it",
+			err, info.State.ExitCode, gvisorHostPids(s.b.cfg.PidsLimit), s.b.cfg.PidsLimit)
 	case !info.State.Running:
 		return fmt.Errorf("%w: the session's container stopped (exit code %d); the next command restarts it", err, info.State.ExitCode)
 	}

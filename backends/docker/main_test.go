@@ -31,9 +31,19 @@ var testRun = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
 //   - HERMES_SANDBOX_TEST_DOCKER_RUNTIME (runsc): every backend a test makes uses that
 //     docker.runtime unless the test sets one itself.
 var (
-	testPodman  = os.Getenv("HERMES_SANDBOX_TEST_PODMAN_SOCKET")
-	testRuntime = os.Getenv("HERMES_SANDBOX_TEST_DOCKER_RUNTIME")
+	testPodman   = os.Getenv("HERMES_SANDBOX_TEST_PODMAN_SOCKET")
+	testRuntime  = os.Getenv("HERMES_SANDBOX_TEST_DOCKER_RUNTIME")
+	testRootless = false
 )
+
+func init() {
+	// HERMES_SANDBOX_TEST_PODMAN_ROOTLESS_SOCKET (unix:///run/user/UID/podman/podman.sock, a
+	// service of an unprivileged user's): the same, against rootless Podman, with
+	// docker.disk_limit and the resource limits 0 unless a test sets them.
+	if s := os.Getenv("HERMES_SANDBOX_TEST_PODMAN_ROOTLESS_SOCKET"); s != "" && testPodman == "" {
+		testPodman, testRootless = s, true
+	}
+}
 
 func TestMain(m *testing.M) {
 	if testPodman != "" {
@@ -90,7 +100,17 @@ var testImg struct {
 func testImage(t testing.TB) string {
 	t.Helper()
 	needEngine(t)
-	testenv.AgentBinary(t)
+	agent := testenv.AgentBinary(t)
+	if testRootless {
+		// The rootless engine's user bind-mounts the helper: its directories (this process's
+		// private temporary ones) must let that user in. A user's own CLI writes the helper
+		// into that user's cache, which needs nothing of the kind.
+		for _, d := range []string{filepath.Dir(agent), filepath.Dir(filepath.Dir(agent))} {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	testImg.Lock()
 	defer testImg.Unlock()
 	if testImg.ref != "" {
@@ -131,6 +151,11 @@ func newBackendWith(t testing.TB, state string, mut func(*config.Config)) *Backe
 	if testRuntime != "" {
 		needRuntime(t, testRuntime)
 		cfg.Docker.Runtime = testRuntime
+	}
+	if testRootless {
+		// A rootless engine cannot see the loop-mounted workspaces (disk.go), and on cgroup v1
+		// it sets no resource limits (limitsUnenforced; TestPodmanRootless checks the refusal).
+		cfg.Docker.DiskLimit, cfg.Docker.MemoryLimit, cfg.Docker.CPUQuota, cfg.Docker.PidsLimit = 0, 0, 0, 0
 	}
 	if mut != nil {
 		mut(cfg)

@@ -215,10 +215,18 @@ func TestForkBombContained(t *testing.T) {
 	sess := open(t, b, "forkbomb")
 	run(t, sess, "true")
 	res, err := sess.Exec(ctxT(t, 2*time.Minute), sandbox.Command{Script: `bomb() { bomb | bomb & }; bomb; sleep 100`, Timeout: 5 * time.Second})
-	if err != nil {
+	switch {
+	case err != nil && b.engine().gvisor:
+		// On gVisor's ptrace platform a bomb may outgrow the host's pids.max for gVisor's
+		// threads; its kernel then stops (engine.go). The host bound must be what held, the
+		// error must say so, and the session must come back below.
+		if want := fmt.Sprintf("host pids.max (%d,", gvisorHostPids(b.cfg.PidsLimit)); !strings.Contains(err.Error(), want) {
+			t.Fatalf("Exec(fork bomb) under gVisor error = %v; want the sandbox stopped at %q", err, want)
+		}
+		t.Logf("gVisor's kernel stopped at the host's task bound: %v", err)
+	case err != nil:
 		t.Fatalf("Exec(fork bomb) error = %v", err)
-	}
-	if res.ExitCode != sandbox.ExitTimeout || !strings.Contains(res.Stderr, "can't fork") {
+	case res.ExitCode != sandbox.ExitTimeout || !strings.Contains(res.Stderr, "can't fork"):
 		t.Errorf("fork bomb = exit %d (stderr %.200q); want 124 and fork failures", res.ExitCode, res.Stderr)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -558,5 +566,50 @@ func TestRepeatedTimeouts(t *testing.T) {
 	}
 	if after := pids(); after == 0 || after > before+3 {
 		t.Errorf("pids.current (tasks, threads included) = %d before and %d after 40 timeouts; want no growth", before, after)
+	}
+}
+
+// TestForkBombOutlastsGVisorBound: on gVisor's ptrace platform a sustained fork bomb grows
+// gVisor's host tasks past any bound (engine.go). The host's pids.max must still hold it, the
+// error must say what happened, and the session's next command must restart the sandbox with
+// its workspace.
+func TestForkBombOutlastsGVisorBound(t *testing.T) {
+	b := newBackend(t, nil)
+	sess := open(t, b, "gvbomb")
+	run(t, sess, "echo kept > /workspace/mark")
+	if !b.engine().gvisor {
+		t.Skip("needs docker.runtime runsc (HERMES_SANDBOX_TEST_DOCKER_RUNTIME=runsc)")
+	}
+	res, err := sess.Exec(ctxT(t, 2*time.Minute), sandbox.Command{Script: `bomb() { bomb | bomb & }; bomb; sleep 100`, Timeout: 45 * time.Second})
+	want := fmt.Sprintf("host pids.max (%d,", gvisorHostPids(b.cfg.PidsLimit))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("45 s fork bomb under gVisor = %+v, %v; want gVisor stopped at %q", res, err, want)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := sess.Exec(ctxT(t, time.Minute), sandbox.Command{Script: "cat /workspace/mark"})
+		if err == nil && r.Stdout == "kept\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session after gVisor stopped: %+v %v", r, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestWorkspaceVolumeLabelled: a session's workspace volume carries the scope's labels on
+// every engine (Podman 4.3 drops them from a volume a container's mount creates, podmanVolume),
+// so gc and clean-up find it.
+func TestWorkspaceVolumeLabelled(t *testing.T) {
+	for _, limit := range []config.Size{0, 10 * config.Gibibyte} {
+		if limit > 0 && testRootless {
+			continue // a rootless engine cannot see the bounded workspaces
+		}
+		b := newBackend(t, func(c *config.Config) { c.Docker.DiskLimit = limit })
+		run(t, open(t, b, "labelled"), "true")
+		if _, vols := scopeObjects(t, b); vols != 1 {
+			t.Errorf("docker.disk_limit %s: %d workspace volumes carry the scope's label; want 1", limit, vols)
+		}
 	}
 }
