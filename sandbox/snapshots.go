@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"log/slog"
 	"sort"
 	"time"
@@ -54,4 +55,25 @@ func (r *SnapshotRecords) Refs() ([]SnapshotRef, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil
+}
+
+// Snapshots is a backend's Snapshots over these records: oldest first, or why they cannot be
+// read.
+func (r *SnapshotRecords) Snapshots() ([]SnapshotRef, error) {
+	out, err := r.Refs()
+	if err != nil {
+		return nil, &Error{Backend: r.Backend, Op: "snapshots", Err: err}
+	}
+	return out, nil
+}
+
+// Known returns the record of snapshot id for op (restore, snapshot rm), or an error wrapping
+// ErrNotFound when it is not listed here.
+func (r *SnapshotRecords) Known(op, id string) (SnapshotRecord, error) {
+	rec, ok := r.Lookup(id)
+	if !ok {
+		return rec, &Error{Backend: r.Backend, Op: op, ID: id,
+			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", ErrNotFound)}
+	}
+	return rec, nil
 }

@@ -256,10 +256,9 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 	if err := sandbox.ValidateSessionName(newSession); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: newSession, Err: err}
 	}
-	snap, ok := b.snapRecords().Lookup(snapshotID)
-	if !ok {
-		return &sandbox.Error{Backend: Name, Op: "restore", ID: snapshotID,
-			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
+	snap, err := b.snapRecords().Known("restore", snapshotID)
+	if err != nil {
+		return err
 	}
 	if err := b.free(ctx, "restore", newSession); err != nil {
 		return err
@@ -375,20 +374,15 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 }
 
 // Snapshots lists this state directory's snapshots, oldest first.
-func (b *Backend) Snapshots(ctx context.Context) ([]sandbox.SnapshotRef, error) {
-	out, err := b.snapRecords().Refs()
-	if err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "snapshots", Err: err}
-	}
-	return out, nil
+func (b *Backend) Snapshots(context.Context) ([]sandbox.SnapshotRef, error) {
+	return b.snapRecords().Snapshots()
 }
 
 // RemoveSnapshot deletes the snapshot at Daytona (removeSnapshot takes its id, looked up by
 // name) and forgets it. One Daytona no longer has is forgotten all the same.
 func (b *Backend) RemoveSnapshot(ctx context.Context, id string) error {
-	if _, ok := b.snapRecords().Lookup(id); !ok {
-		return &sandbox.Error{Backend: Name, Op: "snapshot rm", ID: id,
-			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
+	if _, err := b.snapRecords().Known("snapshot rm", id); err != nil {
+		return err
 	}
 	if err := b.validate(); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "snapshot rm", ID: id, Err: err}

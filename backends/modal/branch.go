@@ -80,9 +80,8 @@ func (b *Backend) Restore(ctx context.Context, snapshotID, newSession string) er
 	if err := sandbox.ValidateSessionName(newSession); err != nil {
 		return &sandbox.Error{Backend: Name, Op: "restore", ID: newSession, Err: err}
 	}
-	if _, ok := b.snapRecords().Lookup(snapshotID); !ok {
-		return &sandbox.Error{Backend: Name, Op: "restore", ID: snapshotID,
-			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
+	if _, err := b.snapRecords().Known("restore", snapshotID); err != nil {
+		return err
 	}
 	c, app, err := b.appOnly(ctx)
 	if err != nil {
@@ -154,20 +153,15 @@ func (b *Backend) Fork(ctx context.Context, session, newSession string) error {
 }
 
 // Snapshots lists this state directory's snapshots, oldest first.
-func (b *Backend) Snapshots(ctx context.Context) ([]sandbox.SnapshotRef, error) {
-	out, err := b.snapRecords().Refs()
-	if err != nil {
-		return nil, &sandbox.Error{Backend: Name, Op: "snapshots", Err: err}
-	}
-	return out, nil
+func (b *Backend) Snapshots(context.Context) ([]sandbox.SnapshotRef, error) {
+	return b.snapRecords().Snapshots()
 }
 
 // RemoveSnapshot deletes the snapshot's image on Modal and forgets it. Sandboxes created from
 // it keep running. An image Modal no longer has is forgotten all the same.
 func (b *Backend) RemoveSnapshot(ctx context.Context, id string) error {
-	if _, ok := b.snapRecords().Lookup(id); !ok {
-		return &sandbox.Error{Backend: Name, Op: "snapshot rm", ID: id,
-			Err: fmt.Errorf("no such snapshot here (sessions snapshots lists them): %w", sandbox.ErrNotFound)}
+	if _, err := b.snapRecords().Known("snapshot rm", id); err != nil {
+		return err
 	}
 	c, _, err := b.appOnly(ctx)
 	if err != nil {

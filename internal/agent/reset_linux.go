@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/mountinfo"
 )
 
 // inPoolContainer refuses a reset anywhere but where it belongs: a helper exec'd into a
@@ -187,29 +189,10 @@ func mounts() ([]mountEntry, error) {
 			return nil, fmt.Errorf("mountinfo line %q", l)
 		}
 		opts := f[5]
-		out = append(out, mountEntry{point: unescapeMount(f[4]), fstype: g[0], opts: opts,
+		out = append(out, mountEntry{point: mountinfo.Unescape(f[4]), fstype: g[0], opts: opts,
 			rw: strings.Split(opts, ",")[0] == "rw"})
 	}
 	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // virtualFS are filesystems whose entries are the kernel's view, not files a task leaves.

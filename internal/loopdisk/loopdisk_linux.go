@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/hermes-sandbox/hermes-sandbox/internal/flock"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/mountinfo"
 )
 
 // Supported tells whether this process can make disks: nil, or why not.
@@ -338,7 +338,7 @@ func parseMountinfo(line string) (point string, tags []string, ok bool) {
 	if len(f) < 7 {
 		return "", nil, false
 	}
-	point = unescapeOctal(f[4])
+	point = mountinfo.Unescape(f[4])
 	for _, t := range f[6:] {
 		if t == "-" {
 			return point, tags, true
@@ -346,23 +346,4 @@ func parseMountinfo(line string) (point string, tags []string, ok bool) {
 		tags = append(tags, t)
 	}
 	return "", nil, false
-}
-
-// unescapeOctal undoes mountinfo's \ooo escapes (a space is \040).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
