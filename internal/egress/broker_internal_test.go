@@ -128,22 +128,29 @@ func newBrokerSetup(t *testing.T) *brokerSetup {
 		Hosts:        map[string]netip.Addr{"api.brokered.test": lo, "git.brokered.test": lo, "other.test": lo, "plain.test": lo},
 		AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Record: bs.evs.record,
 		Resolver: noResolver{}})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); p.Serve(l) }()
-	t.Cleanup(func() { p.Close(); <-done })
+	pu := serveProxy(t, p)
 	// The sandbox's trust: the session's CA (for brokered hosts) and the servers' own CA (for
 	// the blind tunnel to other.test, whose certificate the client checks itself).
 	trust := x509.NewCertPool()
 	trust.AppendCertsFromPEM(bs.s1.CACertPEM())
 	trust.AppendCertsFromPEM(upstream.CACertPEM())
-	pu, _ := url.Parse("http://" + l.Addr().String())
 	bs.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(pu),
 		TLSClientConfig: &tls.Config{RootCAs: trust}}}
 	return bs
+}
+
+// serveProxy serves p on a loopback port until the test ends, and returns the address to set
+// as a client's proxy.
+func serveProxy(tb testing.TB, p *Proxy) *url.URL {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); p.Serve(l) }()
+	tb.Cleanup(func() { p.Close(); <-done })
+	return &url.URL{Scheme: "http", Host: l.Addr().String()}
 }
 
 // noResolver resolves nothing: every name in these tests comes from Options.Hosts.

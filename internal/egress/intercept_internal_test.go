@@ -8,11 +8,9 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,16 +49,9 @@ func interceptSetup(t *testing.T, h http.Handler) (*http.Client, string, *broker
 	p := New(Options{Session: "s1", Allow: func() Allowlist { return allow }, Broker: session, UpstreamRoots: roots,
 		Resolver: noResolver{}, Hosts: map[string]netip.Addr{"api.brokered.test": netip.MustParseAddr("127.0.0.1")},
 		AllowPrivate: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Record: evs.record})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); p.Serve(l) }()
-	t.Cleanup(func() { p.Close(); <-done })
+	pu := serveProxy(t, p)
 	trust := x509.NewCertPool()
 	trust.AppendCertsFromPEM(session.CACertPEM())
-	pu, _ := url.Parse("http://" + l.Addr().String())
 	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(pu),
 		TLSClientConfig: &tls.Config{RootCAs: trust}}}
 	t.Cleanup(c.CloseIdleConnections)

@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,13 +72,7 @@ func TestLiveConfigReachesRunningProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := New(opts)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); p.Serve(l) }()
-	t.Cleanup(func() { p.Close(); <-done })
+	pu := serveProxy(t, p)
 
 	br, err := g.SessionBroker(brokerDir, "s1")
 	if err != nil || br == nil {
@@ -90,7 +82,6 @@ func TestLiveConfigReachesRunningProxy(t *testing.T) {
 	trust := x509.NewCertPool()
 	trust.AppendCertsFromPEM(br.CACertPEM())
 	trust.AppendCertsFromPEM(upstream.CACertPEM())
-	pu, _ := url.Parse("http://" + l.Addr().String())
 	// A new connection for every request, as separate tool runs in a sandbox make.
 	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(pu), DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: trust}}}
