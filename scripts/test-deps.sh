@@ -89,8 +89,10 @@ if command -v podman >/dev/null && [ -x /usr/bin/newuidmap ]; then
     install -d -o "$rl_user" -g "$rl_user" -m 700 "$rl_run"
     install -d -o "$rl_user" -g "$rl_user" -m 755 "$rl_run/podman"
     rm -f "$rl_sock"
-    (cd / && nohup runuser -u "$rl_user" -- env HOME="$(getent passwd "$rl_user" | cut -d: -f6)" XDG_RUNTIME_DIR="$rl_run" \
-      podman system service --time=0 "unix://$rl_sock" >/var/log/hermes-podman-rootless.log 2>&1 &)
+    # Every descriptor of the background job goes to the log: a shell left holding this script's
+    # stdout would keep a caller that reads it to the end (make, CI) waiting for ever.
+    (cd / && exec nohup runuser -u "$rl_user" -- env HOME="$(getent passwd "$rl_user" | cut -d: -f6)" XDG_RUNTIME_DIR="$rl_run" \
+      podman system service --time=0 "unix://$rl_sock") </dev/null >/var/log/hermes-podman-rootless.log 2>&1 &
     for _ in $(seq 1 40); do rl_up && break; sleep 0.25; done
     rl_up || echo "test-deps: rootless podman system service did not answer on $rl_sock (see /var/log/hermes-podman-rootless.log)" >&2
   fi
