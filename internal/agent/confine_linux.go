@@ -13,6 +13,7 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
+	"github.com/hermes-sandbox/hermes-sandbox/internal/pathtree"
 	"github.com/hermes-sandbox/hermes-sandbox/internal/seccomp"
 )
 
@@ -58,10 +59,10 @@ func newConfiner(c Confinement, scratch []string) (*confiner, error) {
 	if abi < 2 {
 		handled &^= ll.AccessFSRefer
 	}
-	protect := cleanPaths(c.Protect)
+	protect := pathtree.Clean(c.Protect)
 	roots := []string{"/"}
 	if c.Strict {
-		roots = append(cleanPaths(c.Writable), "/dev")
+		roots = append(pathtree.Clean(c.Writable), "/dev")
 	}
 	var rules []landlock.Rule
 	for _, g := range writeGrants(roots, protect) {
@@ -72,7 +73,7 @@ func newConfiner(c Confinement, scratch []string) (*confiner, error) {
 		rules = append(rules, landlock.PathAccess(rights, g.path).IgnoreIfMissing())
 	}
 	// The session's scratch directories are writable even inside the protected state.
-	rules = append(rules, landlock.PathAccess(handled, cleanPaths(scratch)...))
+	rules = append(rules, landlock.PathAccess(handled, pathtree.Clean(scratch)...))
 	fd, flags, err := landlock.Config{HandledAccessFS: handled}.NewRulesetFD(rules...)
 	if err != nil {
 		return nil, fmt.Errorf("build the Landlock ruleset: %w", err)

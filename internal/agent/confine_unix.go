@@ -5,13 +5,9 @@ package agent
 import (
 	"os"
 	"path/filepath"
-	"strings"
-)
 
-// within reports whether p is dir or below it (both clean and absolute).
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
+	"github.com/hermes-sandbox/hermes-sandbox/internal/pathtree"
+)
 
 // grant is one path that commands may change, and whether it is a directory tree.
 type grant struct {
@@ -28,13 +24,13 @@ func writeGrants(roots, protect []string) []grant {
 	var walk func(p string, depth int)
 	walk = func(p string, depth int) {
 		for _, q := range protect {
-			if within(p, q) {
+			if pathtree.Within(p, q) {
 				return // protected: nothing under it
 			}
 		}
 		holds := false
 		for _, q := range protect {
-			holds = holds || within(q, p)
+			holds = holds || pathtree.Within(q, p)
 		}
 		fi, err := os.Lstat(p)
 		if err != nil || fi.Mode()&os.ModeSymlink != 0 {
@@ -63,23 +59,6 @@ func writeGrants(roots, protect []string) []grant {
 	return out
 }
 
-// cleanPaths makes paths absolute and clean, resolving symbolic links where they exist, so
-// that a protected tree named through a link is found by the place it really is.
-func cleanPaths(ps []string) []string {
-	var out []string
-	for _, p := range ps {
-		if p == "" || !filepath.IsAbs(p) {
-			continue
-		}
-		p = filepath.Clean(p)
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
 // checkWrite refuses a write_file (which the helper does itself, unconfined) whose target,
 // with symbolic links resolved, lies in a protected tree, or outside the writable ones when
 // strict: the same line the kernel draws for commands.
@@ -102,14 +81,14 @@ func (s *Server) checkWrite(target string) error {
 		dir = parent
 	}
 	real := filepath.Join(dir, rest)
-	for _, p := range cleanPaths(c.Protect) {
-		if within(real, p) && !within(real, s.scratchDir()) && !within(real, s.jobsDir()) {
+	for _, p := range pathtree.Clean(c.Protect) {
+		if pathtree.Within(real, p) && !pathtree.Within(real, s.scratchDir()) && !pathtree.Within(real, s.jobsDir()) {
 			return &os.PathError{Op: "write", Path: target, Err: errProtected}
 		}
 	}
 	if c.Strict {
-		for _, w := range cleanPaths(append(c.Writable, "/dev")) {
-			if within(real, w) {
+		for _, w := range pathtree.Clean(append(c.Writable, "/dev")) {
+			if pathtree.Within(real, w) {
 				return nil
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermes-sandbox/hermes-sandbox/internal/pathtree"
 )
 
 // setup makes the init's new namespaces what spec says: nothing it mounts reaches the host
@@ -21,7 +23,7 @@ func setup(spec Layout) (Report, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return rep, fmt.Errorf("make mounts private: %w", err)
 	}
-	keep := cleanAll(spec.Keep)
+	keep := pathtree.Clean(spec.Keep)
 	// A staging tmpfs, hidden later under the state directory: the empty file placeholders
 	// are bound from, and the new /dev is built in.
 	stage := filepath.Join(spec.SockDir, "stage")
@@ -67,7 +69,7 @@ func setup(spec Layout) (Report, error) {
 
 	// Last, since the staging tmpfs lies under the state directory.
 	hidden := 0
-	for _, h := range outermost(cleanAll(spec.Hide)) {
+	for _, h := range outermost(pathtree.Clean(spec.Hide)) {
 		if _, err := os.Stat(h); err != nil {
 			continue
 		}
@@ -124,7 +126,7 @@ func maskPath(p, empty string, mode os.FileMode) error {
 // the state directory bound back from its descriptor.
 func hideDir(dir, state string, stateFD int) error {
 	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	if !within(state, dir) {
+	if !pathtree.Within(state, dir) {
 		return unix.Mount("tmpfs", dir, "tmpfs", flags|unix.MS_RDONLY, "mode=0000,size=4k")
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "mode=0711,size=4k"); err != nil {
@@ -238,34 +240,14 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
 // holdsAny returns the first of keep that lies in (or is) p, or "".
 func holdsAny(p string, keep []string) string {
 	for _, k := range keep {
-		if within(k, p) {
+		if pathtree.Within(k, p) {
 			return k
 		}
 	}
 	return ""
-}
-
-// cleanAll makes paths clean and resolves their links where they exist.
-func cleanAll(ps []string) []string {
-	var out []string
-	for _, p := range ps {
-		if p == "" || !filepath.IsAbs(p) {
-			continue
-		}
-		p = filepath.Clean(p)
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			p = r
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // outermost drops duplicates and the paths that lie in another of ps.
@@ -273,7 +255,7 @@ func outermost(ps []string) []string {
 	sort.Strings(ps)
 	var out []string
 	for _, p := range ps {
-		if len(out) > 0 && within(p, out[len(out)-1]) {
+		if len(out) > 0 && pathtree.Within(p, out[len(out)-1]) {
 			continue
 		}
 		out = append(out, p)
