@@ -60,6 +60,14 @@ func newAllowlistBackend(t *testing.T, in *egresstest.Internet, mode config.Conf
 	res.Asked = func(n string) { mu.Lock(); *asked = append(*asked, n); mu.Unlock() }
 	sec := local.SectionOf(cfg)
 	sec.EgressResolver, sec.EgressAllowLoopback = res, true
+	b, log := newObserved(t, sec, cfg, root)
+	return b, log, asked, work
+}
+
+// newObserved makes the local backend of sec in root/state, with the tests' PATH and HOME and
+// closed when the test ends, and the log its egress decisions go to.
+func newObserved(t *testing.T, sec local.Section, cfg *config.Config, root string) (sandbox.Backend, *egresstest.Log) {
+	t.Helper()
 	b, err := local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(root, "state"),
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, Logger: testenv.Logger()}))
 	if err != nil {
@@ -68,7 +76,7 @@ func newAllowlistBackend(t *testing.T, in *egresstest.Internet, mode config.Conf
 	t.Cleanup(func() { b.Close() })
 	log := &egresstest.Log{}
 	b.(sandbox.EgressObserver).ObserveEgress(log.Add)
-	return b, log, asked, work
+	return b, log
 }
 
 // pyGet fetches url with python3's urllib, through the proxy variables unless direct.

@@ -65,14 +65,7 @@ func TestLiveConfigChange(t *testing.T) {
 	sec := local.SectionOf(cfg)
 	sec.EgressResolver = in.Resolver
 	sec.Brokering = g
-	b, err := local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(root, "state"),
-		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, Logger: testenv.Logger()}))
-	if err != nil {
-		t.Fatalf("NewWith() = %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
-	log := &egresstest.Log{}
-	b.(sandbox.EgressObserver).ObserveEgress(log.Add)
+	b, log := newObserved(t, sec, cfg, root)
 	sess := testenv.Open(t, b, "live")
 	apiCall := `curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $GITHUB_TOKEN" -H "X-Second: $SECOND" ` +
 		fmt.Sprintf("https://api.brokered.test:%d/user", ap)

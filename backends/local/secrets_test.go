@@ -64,14 +64,7 @@ func TestBrokeredSecret(t *testing.T) {
 	sec := local.SectionOf(cfg)
 	sec.EgressResolver = in.Resolver
 	sec.Brokering = g
-	b, err := local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(root, "state"),
-		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, Logger: testenv.Logger()}))
-	if err != nil {
-		t.Fatalf("NewWith() = %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
-	log := &egresstest.Log{}
-	b.(sandbox.EgressObserver).ObserveEgress(log.Add)
+	b, log := newObserved(t, sec, cfg, root)
 	sess := testenv.Open(t, b, "broker")
 	run := func(script string) *sandbox.Result { return testenv.Run(t, sess, script) }
 
@@ -191,12 +184,7 @@ func TestBrokeredSecretCurlAndGit(t *testing.T) {
 	sec := local.SectionOf(cfg)
 	sec.EgressResolver = in.Resolver
 	sec.Brokering = g
-	b, err := local.NewWith(sec, cfg.BackendOptions(sandbox.FactoryOptions{StateDir: filepath.Join(root, "state"),
-		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + root}, Logger: testenv.Logger()}))
-	if err != nil {
-		t.Fatalf("NewWith() = %v", err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b, _ := newObserved(t, sec, cfg, root)
 	sess := testenv.Open(t, b, "git")
 	base := fmt.Sprintf("https://git.brokered.test:%d", port)
 
