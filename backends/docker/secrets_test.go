@@ -27,17 +27,7 @@ func TestBrokeredSecret(t *testing.T) {
 	apiSrv := ca.Server(t, "api.brokered.test", api)
 	ap, pp := egresstest.Port(apiSrv), egresstest.Port(in.Pypi)
 	b, log, _ := newEgressBackend(t, in, []string{fmt.Sprintf("api.brokered.test:%d", ap), fmt.Sprintf("pypi.test:%d", pp)})
-	real := "ghp_" + sandbox.RandomHex(16) // made at run time: the test binary does not hold it
-	cfg := config.NewConfig()
-	cfg.Secrets.Broker = config.BrokerList{{Name: "GITHUB_TOKEN", Hosts: []string{"api.brokered.test"}}}
-	cfg.Secrets.Values = config.SecretValues{"GITHUB_TOKEN": real}
-	cfg.Egress.Hosts = map[string]string{"api.brokered.test": "127.0.0.1"}
-	cfg.Egress.AllowPrivate = []string{"127.0.0.0/8"}
-	g, err := egress.BrokeringOf(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.UpstreamRoots = ca.Pool()
+	real, g := egresstest.BrokerToken(t, config.NewConfig(), ca, config.BrokerSecret{Hosts: []string{"api.brokered.test"}})
 	b.extra.Brokering = g
 
 	sess := open(t, b, "broker")

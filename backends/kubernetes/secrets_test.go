@@ -26,17 +26,7 @@ func TestBrokeredSecret(t *testing.T) {
 	ca := egresstest.NewCA(t)
 	api := &egresstest.Recorder{}
 	ap, pp := egresstest.Port(ca.Server(t, "api.brokered.test", api)), egresstest.Port(in.Pypi)
-	real := "ghp_" + sandbox.RandomHex(16) // made at run time: the test binary does not hold it
-	sec := config.NewConfig()
-	sec.Secrets.Broker = config.BrokerList{{Name: "GITHUB_TOKEN", Hosts: []string{"api.brokered.test"}}}
-	sec.Secrets.Values = config.SecretValues{"GITHUB_TOKEN": real}
-	sec.Egress.Hosts = map[string]string{"api.brokered.test": "127.0.0.1"}
-	sec.Egress.AllowPrivate = []string{"127.0.0.0/8"}
-	g, err := egress.BrokeringOf(sec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.UpstreamRoots = ca.Pool()
+	real, g := egresstest.BrokerToken(t, config.NewConfig(), ca, config.BrokerSecret{Hosts: []string{"api.brokered.test"}})
 	c := newCluster(t)
 	b := c.backendWith(t, "", func(cfg *config.Config) {
 		cfg.Kubernetes.Network = config.NetworkAllowlist

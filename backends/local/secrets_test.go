@@ -29,8 +29,6 @@ import (
 // placeholder differs.
 func TestBrokeredSecret(t *testing.T) {
 	egressNetwork(t)
-	// Made at run time, so that the test binary does not hold it.
-	real := "ghp_" + sandbox.RandomHex(16)
 	in := egresstest.New(t)
 	ca := egresstest.NewCA(t)
 	api := &egresstest.Recorder{}
@@ -49,18 +47,7 @@ func TestBrokeredSecret(t *testing.T) {
 	cfg.Local.Confine = config.ConfineStrict
 	cfg.Local.Network = config.LocalNetworkAllowlist
 	cfg.Local.EgressAllow = []string{fmt.Sprintf("api.brokered.test:%d", ap), fmt.Sprintf("pypi.test:%d", pp)}
-	cfg.Secrets.Broker = config.BrokerList{{Name: "GITHUB_TOKEN", Hosts: []string{"api.brokered.test"}}}
-	cfg.Secrets.Values = config.SecretValues{"GITHUB_TOKEN": real}
-	cfg.Egress.Hosts = map[string]string{"api.brokered.test": "127.0.0.1"}
-	cfg.Egress.AllowPrivate = []string{"127.0.0.0/8"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := egress.BrokeringOf(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.UpstreamRoots = ca.Pool()
+	real, g := egresstest.BrokerToken(t, cfg, ca, config.BrokerSecret{Hosts: []string{"api.brokered.test"}})
 	sec := local.SectionOf(cfg)
 	sec.EgressResolver = in.Resolver
 	sec.Brokering = g
@@ -151,7 +138,6 @@ func TestBrokeredSecretCurlAndGit(t *testing.T) {
 			testenv.Missing(t, p, err.Error())
 		}
 	}
-	real := "ghp_" + sandbox.RandomHex(16)
 	in := egresstest.New(t)
 	ca := egresstest.NewCA(t)
 	gh := &basicOnly{}
@@ -169,18 +155,7 @@ func TestBrokeredSecretCurlAndGit(t *testing.T) {
 	cfg.Local.Confine = config.ConfineStrict
 	cfg.Local.Network = config.LocalNetworkAllowlist
 	cfg.Local.EgressAllow = []string{fmt.Sprintf("git.brokered.test:%d", port)}
-	cfg.Secrets.Broker = config.BrokerList{{Name: "GITHUB_TOKEN", Hosts: []string{"git.brokered.test"}, BasicAuthUser: "x-access-token"}}
-	cfg.Secrets.Values = config.SecretValues{"GITHUB_TOKEN": real}
-	cfg.Egress.Hosts = map[string]string{"git.brokered.test": "127.0.0.1"}
-	cfg.Egress.AllowPrivate = []string{"127.0.0.1/32"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g, err := egress.BrokeringOf(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.UpstreamRoots = ca.Pool()
+	real, g := egresstest.BrokerToken(t, cfg, ca, config.BrokerSecret{Hosts: []string{"git.brokered.test"}, BasicAuthUser: "x-access-token"})
 	sec := local.SectionOf(cfg)
 	sec.EgressResolver = in.Resolver
 	sec.Brokering = g

@@ -15,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hermes-sandbox/hermes-sandbox/config"
+	"github.com/hermes-sandbox/hermes-sandbox/internal/egress"
+	"github.com/hermes-sandbox/hermes-sandbox/sandbox"
 )
 
 // CA is a test certificate authority for stand-in HTTPS servers under made-up names.
@@ -91,4 +95,30 @@ func (ca *CA) Server(t testing.TB, name string, h http.Handler) *httptest.Server
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// BrokerToken brokers GITHUB_TOKEN in cfg as entry says (its name is set here), for a test:
+// egress.hosts points entry's hosts at loopback, where ca's servers listen, and
+// egress.allow_private lets the proxy reach them. The real value is made now, so that the test
+// binary does not hold it. It returns that value and cfg's brokering, trusting ca upstream.
+func BrokerToken(t testing.TB, cfg *config.Config, ca *CA, entry config.BrokerSecret) (string, egress.Brokering) {
+	t.Helper()
+	real := "ghp_" + sandbox.RandomHex(16)
+	entry.Name = "GITHUB_TOKEN"
+	cfg.Secrets.Broker = config.BrokerList{entry}
+	cfg.Secrets.Values = config.SecretValues{entry.Name: real}
+	cfg.Egress.Hosts = map[string]string{}
+	for _, h := range entry.Hosts {
+		cfg.Egress.Hosts[h] = "127.0.0.1"
+	}
+	cfg.Egress.AllowPrivate = []string{"127.0.0.0/8"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := egress.BrokeringOf(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.UpstreamRoots = ca.Pool()
+	return real, g
 }
