@@ -214,7 +214,8 @@ func (b *Backend) limitsUnenforced(e engineInfo) error {
 // podmanVolume makes the workspace volume of spec before its container, with its labels and
 // driver options. Podman 4.3 drops the labels of a volume that a container's mount creates
 // (Docker keeps them), and without them gc and the session's clean-up, which find volumes by
-// label, never see it. A volume that exists already is left as it is.
+// label, never see it. A volume that exists already, or that a concurrent first use of the
+// session makes meanwhile, is left as it is.
 func (b *Backend) podmanVolume(ctx context.Context, spec containerSpec) error {
 	for _, m := range spec.host.Mounts {
 		if m.Type != mount.TypeVolume || m.Source != spec.workspace || m.VolumeOptions == nil {
@@ -230,6 +231,12 @@ func (b *Backend) podmanVolume(ctx context.Context, spec containerSpec) error {
 			opts.Driver, opts.DriverOpts = d.Name, d.Options
 		}
 		if _, err := b.cli.VolumeCreate(ctx, opts); err != nil {
+			// Another first use of the session made it between the look and the create
+			// (Podman refuses a name in use, where Docker hands back the volume): theirs is
+			// made the same way, so it does.
+			if _, ierr := b.cli.VolumeInspect(ctx, m.Source, client.VolumeInspectOptions{}); ierr == nil {
+				return nil
+			}
 			return b.engineErr("create volume", m.Source, err)
 		}
 		return nil
